@@ -1,0 +1,205 @@
+"""Core data of a history and of check results, and the `Check` protocol.
+
+An `Event` is one line of history.jsonl. An `Op` is an invoke paired with its completion; the
+checks work on ops. Results are plain data that serialise to DESIGN.md's results.json shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+EventType = Literal["invoke", "ok", "fail", "info"]
+Completion = Literal["ok", "fail", "info"]
+Process = int | str
+Verdict = bool | Literal["unknown"]
+
+EVENT_TYPES: frozenset[str] = frozenset(("invoke", "ok", "fail", "info"))
+CLIENT_FS: frozenset[str] = frozenset(("acquire", "renew", "release", "read", "write"))
+NEMESIS = "nemesis"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One line of history.jsonl."""
+
+    index: int
+    time: int  # ns since the run started, from the controller host's monotonic clock
+    process: Process
+    type: EventType
+    f: str
+    value: dict[str, Any] | None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "index": self.index,
+            "time": self.time,
+            "process": self.process,
+            "type": self.type,
+            "f": self.f,
+            "value": self.value,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """An invoke paired with its completion.
+
+    `type` is the completion's type; an invoke never completed counts as `info`, and then
+    `end_index`/`end_time` are None. `value` is the invoke's value updated by the completion's
+    (so an ok acquire carries both `lock`/`lease_ms` and `token`).
+    """
+
+    process: Process
+    f: str
+    type: Completion
+    index: int
+    time: int
+    end_index: int | None
+    end_time: int | None
+    value: dict[str, Any] | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.type == "ok"
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return default if self.value is None else self.value.get(name, default)
+
+
+@dataclass(frozen=True, slots=True)
+class OpRef:
+    """How a violation names an operation: enough to find it in the history."""
+
+    process: Process
+    index: int
+    time: int
+    token: int | None = None
+    f: str | None = None
+    end_index: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "process": self.process,
+            "index": self.index,
+            "time": self.time,
+            "token": self.token,
+        }
+        if self.f is not None:
+            out["f"] = self.f
+        if self.end_index is not None:
+            out["end_index"] = self.end_index
+        return out
+
+
+def op_ref(op: Op) -> OpRef:
+    token = op.get("token")
+    return OpRef(
+        process=op.process,
+        index=op.index,
+        time=op.time,
+        token=token if isinstance(token, int) else None,
+        f=op.f,
+        end_index=op.end_index,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    kind: str
+    explanation: str
+    ops: tuple[OpRef, ...]
+    lock: str | None = None
+    key: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.lock is not None:
+            out["lock"] = self.lock
+        if self.key is not None:
+            out["key"] = self.key
+        out["ops"] = [o.to_json() for o in self.ops]
+        out["explanation"] = self.explanation
+        out.update(self.extra)
+        return out
+
+
+@dataclass(slots=True)
+class CheckResult:
+    """One check's verdict. `skipped` says why a check could not judge (then valid is True)."""
+
+    name: str
+    valid: Verdict
+    violations: list[Violation] = field(default_factory=list)
+    skipped: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "valid": self.valid,
+            "violations": [v.to_json() for v in self.violations],
+        }
+        if self.skipped is not None:
+            out["skipped"] = self.skipped
+        out.update(self.details)
+        return out
+
+
+@dataclass(slots=True)
+class Results:
+    valid: Verdict
+    checks: dict[str, CheckResult]
+    stats: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid,
+            "checks": {name: c.to_json() for name, c in self.checks.items()},
+            "stats": self.stats,
+        }
+
+    @property
+    def exit_code(self) -> int:
+        """0 valid, 1 violations found, 2 unknown (DESIGN.md)."""
+        if self.valid is True:
+            return 0
+        return 1 if self.valid is False else 2
+
+
+def combine(results: Sequence[CheckResult]) -> Verdict:
+    """False if any check found a violation, else unknown if any is unknown, else True."""
+    if any(r.valid is False for r in results):
+        return False
+    if any(r.valid == "unknown" for r in results):
+        return "unknown"
+    return True
+
+
+class CheckerError(Exception):
+    """Root error of the checker package: bad input the user must fix (exit 3)."""
+
+
+class HistoryError(CheckerError):
+    """A history file that is not as specified; the message starts with `file:line:`."""
+
+    def __init__(self, path: str, line: int, what: str) -> None:
+        super().__init__(f"{path}:{line}: {what}")
+        self.path = path
+        self.line = line
+        self.what = what
+
+
+class Check(Protocol):
+    """A pure analysis of a history. Must not raise on a well-formed history: a check that
+    cannot judge returns `skipped`, and one that runs out of time returns valid="unknown"."""
+
+    name: str
+
+    def __call__(self, ops: Sequence[Op]) -> CheckResult: ...

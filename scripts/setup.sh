@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install what fencecheck needs on a fresh Debian machine, as root; safe to re-run.
+#   bash scripts/setup.sh            servers, tools and the Python environment (.venv)
+#   FC_SETUP_EXTRA="docker.io chromium" bash scripts/setup.sh   more apt packages
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" != 0 ]; then
+  echo "setup.sh: run as root (network namespaces, iptables and apt need it)" >&2
+  exit 3
+fi
+
+pkgs=(python3 python3-venv python3-dev gcc libc6-dev iproute2 iptables procps psmisc
+      redis-server redis-sentinel etcd-server etcd-client zookeeper default-jre-headless
+      openssh-server postgresql ${FC_SETUP_EXTRA:-})
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  # Debian's postinst scripts would start redis/postgres system-wide: fencecheck starts its own.
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+py=python3
+stamp=.venv/.fencecheck-installed
+if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  "$py" -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
+echo "setup.sh: ready (.venv/bin/fencecheck)"

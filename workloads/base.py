@@ -1,0 +1,85 @@
+"""Protocols of the client side: lock clients and the resource a lock protects.
+
+Clients never retry behind the history's back: one call is one operation. A refusal that surely
+did not take effect raises `DefiniteFailure` (recorded `fail`); anything uncertain (a timeout, a
+connection lost mid-request) raises `Indeterminate` (recorded `info`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class WorkloadError(Exception):
+    """Root error of the workloads package."""
+
+
+class DefiniteFailure(WorkloadError):
+    """The operation surely did not happen. `error` is the short code the history records."""
+
+    def __init__(self, error: str, detail: str = "") -> None:
+        super().__init__(f"{error}: {detail}" if detail else error)
+        self.error = error
+
+
+class Indeterminate(WorkloadError):
+    """The operation may or may not have happened."""
+
+    def __init__(self, error: str, detail: str = "") -> None:
+        super().__init__(f"{error}: {detail}" if detail else error)
+        self.error = error
+
+
+class StaleToken(DefiniteFailure):
+    """The resource's fence refused a request with a lower token than it has seen."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("stale-token", detail)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A held lock. `token` is the fencing token, or None where the backend has none; `handle`
+    is the client's private state (owner value, lease id, recipe object)."""
+
+    lock: str
+    token: int | None
+    lease_ms: int
+    handle: Any = None
+
+
+class LockClient(Protocol):
+    """One lock client inside one worker process."""
+
+    name: str
+
+    def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
+        """Take the lock, waiting at most timeout_s. Raises DefiniteFailure if it surely was not
+        granted (held by another until the timeout, refused), Indeterminate if unknown."""
+        ...
+
+    def renew(self, grant: Grant, lease_ms: int) -> Grant:
+        """Extend the lease. DefiniteFailure if the lock is surely no longer ours."""
+        ...
+
+    def release(self, grant: Grant) -> None:
+        """Give the lock up (only if still ours)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Resource(Protocol):
+    """What the lock protects: integer values under string keys, each request carrying the
+    token (None where the backend has none)."""
+
+    name: str
+
+    def read(self, key: str, token: int | None, lock: str) -> int | None: ...
+
+    def write(self, key: str, value: int, token: int | None, lock: str) -> None:
+        """Raises StaleToken when the fence refuses the write."""
+        ...
+
+    def close(self) -> None: ...
