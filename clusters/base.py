@@ -82,7 +82,7 @@ class Remote(Protocol):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> Daemon:
-        """Start argv detached (setsid, stdin from /dev/null, stdout+stderr to log); return at once."""
+        """Start argv detached (setsid, stdin /dev/null, stdout+stderr to log); return at once."""
         ...
 
     def signal(self, pid: int, sig: signal.Signals) -> None:
