@@ -1,0 +1,292 @@
+"""Reading, validating, pairing and writing histories (history.jsonl).
+
+- `read_events(path)`: stream the events of a history file, each line validated.
+- `pair(events)`: pair invokes with their completions into `Op`s, per process.
+- `load_ops(path)`: read, validate and pair in one pass; the fast path the checker uses.
+- `write_events(path, events)`: the inverse of `read_events`.
+
+Every problem is a `HistoryError(path, line, what)` whose message reads like a compiler error:
+`history.jsonl:17: type "okay" is not one of invoke, ok, fail, info`.
+
+`load_ops` is the hot path of `fencecheck check` on million-event histories, so it validates
+inline on the decoded dicts and builds `Op`s directly, without an `Event` per line; the exact
+diagnosis of a bad line is left to the slow helpers, which only run once something is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from checker.base import EVENT_TYPES, NEMESIS, Completion, Event, HistoryError, Op, Process
+
+log = logging.getLogger(__name__)
+
+_REQUIRED = ("index", "time", "process", "type", "f")
+_TYPES_TEXT = "invoke, ok, fail, info"
+
+
+def _describe(x: Any) -> str:
+    """A JSON value as the user wrote it, for messages."""
+    return json.dumps(x) if not isinstance(x, dict | list) else type(x).__name__
+
+
+def _field_problem(d: Any) -> str | None:
+    """What is wrong with one decoded line taken alone, or None if nothing is."""
+    if not isinstance(d, dict):
+        return f"not a JSON object but {_describe(d)}"
+    for name in _REQUIRED:
+        if name not in d:
+            return f'missing field "{name}"'
+    for name in ("index", "time"):
+        v = d[name]
+        if type(v) is not int:
+            return f'"{name}" must be an integer, not {_describe(v)}'
+        if v < 0:
+            return f'"{name}" must not be negative, not {v}'
+    p = d["process"]
+    if type(p) is not int and p != NEMESIS:
+        return f'"process" must be an integer or "{NEMESIS}", not {_describe(p)}'
+    if d["type"] not in EVENT_TYPES:
+        return f"type {_describe(d['type'])} is not one of {_TYPES_TEXT}"
+    if type(d["f"]) is not str:
+        return f'"f" must be a string, not {_describe(d["f"])}'
+    value = d.get("value")
+    if value is not None and type(value) is not dict:
+        return f'"value" must be an object or null, not {_describe(value)}'
+    error = d.get("error")
+    if error is not None and type(error) is not str:
+        return f'"error" must be a string, not {_describe(error)}'
+    return None
+
+
+def _decode(line: str, src: str, lineno: int) -> Any:
+    if not line.strip():
+        raise HistoryError(src, lineno, "empty line (one JSON object per line, no blank lines)")
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as e:
+        raise HistoryError(src, lineno, f"not valid JSON ({e.msg} at column {e.colno})") from None
+
+
+def _check_order(src: str, lineno: int, index: int, time: int, last_time: int) -> None:
+    if index != lineno - 1:
+        raise HistoryError(
+            src, lineno, f"index {index} out of sequence (expected {lineno - 1}: 0, 1, 2, ...)"
+        )
+    if time < last_time:
+        raise HistoryError(
+            src, lineno, f"time goes backwards ({time} ns after {last_time} ns on the line before)"
+        )
+
+
+@dataclass(slots=True)
+class _Pending:
+    """An invoke waiting for its completion; `slot` is where its Op goes in the output."""
+
+    slot: int
+    index: int
+    time: int
+    f: str
+    value: dict[str, Any] | None
+    line: int
+
+
+class _Pairer:
+    """Pairing state shared by `pair` and `read_events`: which processes are busy or retired."""
+
+    def __init__(self, src: str, keep: bool = True) -> None:
+        self.src = src
+        self.keep = keep  # False: validate only, build no ops (streaming)
+        self.pending: dict[Process, _Pending] = {}
+        self.retired: set[Process] = set()
+        self.ops: list[Op | None] = []
+
+    def invoke(self, line: int, p: Process, index: int, time: int, f: str,
+               value: dict[str, Any] | None) -> None:
+        busy = self.pending.get(p)
+        if busy is not None:
+            raise HistoryError(
+                self.src, line,
+                f"process {p} invokes {f} while its {busy.f} invoked on line {busy.line}"
+                " has not completed",
+            )
+        if p in self.retired:
+            raise HistoryError(
+                self.src, line,
+                f"process {p} invokes {f} after an info completion retired it"
+                " (a worker goes on under a new process id)",
+            )
+        self.pending[p] = _Pending(len(self.ops), index, time, f, value, line)
+        if self.keep:
+            self.ops.append(None)
+
+    def complete(self, line: int, p: Process, type_: str, index: int, time: int, f: str,
+                 value: dict[str, Any] | None, error: str | None) -> None:
+        inv = self.pending.pop(p, None)
+        if inv is None:
+            raise HistoryError(
+                self.src, line, f"{type_} completion of {f} by process {p} without an invoke"
+            )
+        if inv.f != f:
+            raise HistoryError(
+                self.src, line,
+                f'{type_} completion has f "{f}" but process {p} invoked "{inv.f}"'
+                f" on line {inv.line}",
+            )
+        if type_ == "info" and p != NEMESIS:
+            self.retired.add(p)
+        if self.keep:
+            self.ops[inv.slot] = Op(p, f, cast(Completion, type_), inv.index, inv.time, index,
+                                    time, _merge(inv.value, value), error)
+
+    def finish(self) -> list[Op]:
+        """Invokes never completed become `info` ops with no end."""
+        for p, inv in self.pending.items():
+            self.ops[inv.slot] = Op(p, inv.f, "info", inv.index, inv.time, None, None, inv.value)
+        self.pending.clear()
+        return self.ops  # type: ignore[return-value]  # every slot is filled by now
+
+
+def _merge(inv: dict[str, Any] | None, comp: dict[str, Any] | None) -> dict[str, Any] | None:
+    if comp is None:
+        return inv
+    if inv is None:
+        return comp
+    return {**inv, **comp}
+
+
+def pair(events: Iterable[Event], source: str = "<history>") -> list[Op]:
+    """Pair invokes with completions per process; ops come out sorted by invoke index.
+
+    An op's value is the invoke's value updated by the completion's. Invokes not completed by the
+    end become `info` ops with `end_index`/`end_time` None. Raises `HistoryError` on a completion
+    without an invoke, a completion whose f differs from its invoke's, a second invoke by a busy
+    process, or reuse of a process id retired by `info` (the nemesis is exempt); the line is the
+    event's 1-based position in `events`. Importers must present each op as invoke + completion
+    (Jepsen logs nemesis ops as info/info: map the first to invoke).
+    """
+    pairer = _Pairer(source)
+    for line, e in enumerate(events, 1):
+        if e.type == "invoke":
+            pairer.invoke(line, e.process, e.index, e.time, e.f, e.value)
+        else:
+            pairer.complete(line, e.process, e.type, e.index, e.time, e.f, e.value, e.error)
+    return pairer.finish()
+
+
+def read_events(path: Path) -> Iterator[Event]:
+    """Stream the events of a history file, validating each line and the pairing as it goes.
+
+    Raises `HistoryError` at the first bad line (events before it have been yielded already).
+    """
+    src = str(path)
+    pairer = _Pairer(src, keep=False)
+    last_time = 0
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            d = _decode(line, src, lineno)
+            problem = _field_problem(d)
+            if problem is not None:
+                raise HistoryError(src, lineno, problem)
+            _check_order(src, lineno, d["index"], d["time"], last_time)
+            last_time = d["time"]
+            e = Event(d["index"], d["time"], d["process"], d["type"], d["f"], d.get("value"),
+                      d.get("error"))
+            if e.type == "invoke":
+                pairer.invoke(lineno, e.process, e.index, e.time, e.f, None)
+            else:
+                pairer.complete(lineno, e.process, e.type, e.index, e.time, e.f, None, None)
+            yield e
+
+
+def load_ops(path: Path) -> list[Op]:
+    """Read, validate and pair a history file in one pass; ops sorted by invoke index.
+
+    Raises `HistoryError(path, line, what)` on the first problem: a line that is empty, not JSON
+    or not an object; a missing or mistyped field; an unknown type; index not 0, 1, 2, ...; time
+    going backwards; and the pairing errors of `pair`.
+    """
+    src = str(path)
+    loads = json.loads
+    pairer = _Pairer(src)
+    pending = pairer.pending
+    retired = pairer.retired
+    ops = pairer.ops
+    last_time = 0
+    expected = 0
+    nemesis = NEMESIS
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            # Fast path: plain type tests on the decoded dict; anything odd goes to the slow
+            # helpers, which find the exact problem and raise.
+            try:
+                d = loads(line)
+                index = d["index"]
+                time = d["time"]
+                p = d["process"]
+                type_ = d["type"]
+                f = d["f"]
+                value = d.get("value")
+            except Exception:
+                d = _decode(line, src, lineno)
+                raise HistoryError(src, lineno, _field_problem(d) or "malformed line") from None
+            if (
+                index != expected
+                or type(index) is not int
+                or type(time) is not int
+                or time < last_time
+                or (type(p) is not int and p != nemesis)
+                or type(f) is not str
+                or (value is not None and type(value) is not dict)
+            ):
+                problem = _field_problem(d)
+                if problem is not None:
+                    raise HistoryError(src, lineno, problem)
+                _check_order(src, lineno, index, time, last_time)
+            expected += 1
+            last_time = time
+            if type_ == "invoke":
+                if p in pending or p in retired:
+                    pairer.invoke(lineno, p, index, time, f, value)  # raises
+                pending[p] = _Pending(len(ops), index, time, f, value, lineno)
+                ops.append(None)
+            elif type_ == "ok" or type_ == "fail" or type_ == "info":
+                inv = pending.pop(p, None)
+                error = d.get("error")
+                if inv is None or inv.f != f or (error is not None and type(error) is not str):
+                    if inv is not None:
+                        pending[p] = inv
+                    problem = _field_problem(d)
+                    if problem is not None:
+                        raise HistoryError(src, lineno, problem)
+                    pairer.complete(lineno, p, type_, index, time, f, value, error)  # raises
+                    raise AssertionError("unreachable")
+                if type_ == "info" and p != nemesis:
+                    retired.add(p)
+                ops[inv.slot] = Op(
+                    p, f, type_, inv.index, inv.time, index, time,
+                    inv.value if value is None else (
+                        value if inv.value is None else {**inv.value, **value}),
+                    error,
+                )
+            else:
+                raise HistoryError(src, lineno, _field_problem(d) or "bad type")
+    result = pairer.finish()
+    log.debug("loaded %d ops from %s", len(result), src)
+    return result
+
+
+def write_events(path: Path, events: Iterable[Event]) -> int:
+    """Write events as history.jsonl (one compact JSON object a line); returns how many."""
+    n = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        for e in events:
+            fh.write(json.dumps(e.to_json(), separators=(",", ":")))
+            fh.write("\n")
+            n += 1
+    return n
