@@ -1,10 +1,246 @@
-"""The `fencecheck` command line (typer). Only this module prints to the terminal."""
+"""The `fencecheck` command line (typer). Only this package prints to the terminal.
+
+Exit codes of `run` and `check`: 0 valid, 1 violations found, 2 unknown, 3 bad input or setup.
+"""
 
 from __future__ import annotations
 
-import typer
+import importlib
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+import typer
+from rich.console import Console
+
+from checker.base import CheckerError, Results
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Jepsen-style black-box tests of distributed locks and leader leases.",
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+BAD_INPUT = 3
+
+
+def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _verdict_text(valid: Any) -> str:
+    if valid is True:
+        return "[bold green]VALID[/]: no violation found"
+    if valid is False:
+        return "[bold red]INVALID[/]: violations found"
+    return "[bold yellow]UNKNOWN[/]: the checks could not decide"
+
+
+def print_summary(results: Results, console: Console = out) -> None:
+    console.print(_verdict_text(results.valid))
+    for name, check in results.checks.items():
+        mark = ("[green]ok[/]" if check.valid is True
+                else "[red]violated[/]" if check.valid is False else "[yellow]?[/]")
+        note = f" (skipped: {check.skipped})" if check.skipped else ""
+        count = check.details.get("count", len(check.violations))
+        extra = f" — {count} violation(s)" if check.violations else ""
+        console.print(f"  {name:<13} {mark}{extra}{note}")
+        for v in check.violations[:3]:
+            console.print(f"    [red]{v.kind}[/]: {v.explanation}", soft_wrap=True)
+        if len(check.violations) > 3:
+            console.print(f"    … and {count - 3} more (see results.json)")
+    stats = results.stats
+    keys = [k for k in ("ops", "indeterminate", "stale_writes_rejected",
+                        "writes_after_lease_expired") if k in stats]
+    if keys:
+        console.print("  stats: " + ", ".join(f"{k}={stats[k]}" for k in keys), soft_wrap=True)
+
+
+@app.command()
+def check(
+    path: Annotated[Path, typer.Argument(help="history file, or a run directory")],
+    json_out: Annotated[bool, typer.Option("--json", help="print results JSON on stdout")] = False,
+    out_file: Annotated[Path | None, typer.Option("--out", help="write results JSON here")] = None,
+    max_drift: Annotated[float, typer.Option(help="clock drift allowed on leases")] = 0.01,
+    model: Annotated[str | None, typer.Option(
+        help="also run the linearizability check with this model: mutex, owner-mutex, "
+             "fenced-mutex, register, cas-register")] = None,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="jsonl, edn or jepsen-log (guessed when not given)")] = None,
+    time_limit: Annotated[float | None, typer.Option(
+        "--time-limit", help="seconds for the model check; past it the verdict is unknown")] = 60.0,
+) -> None:
+    """Check a history for mutual-exclusion and fencing violations."""
+    from checker.analyze import analyze
+
+    from checker.base import combine
+
+    run_dir: Path | None = None
+    if path.is_dir():
+        run_dir = path
+        path = path / "history.jsonl"
+    if not path.exists():
+        fail(f"{path}: no such file")
+    try:
+        if model is not None or (fmt not in (None, "jsonl")):
+            formats = importlib.import_module("checker.formats")
+            ops = formats.load_any(path, fmt)
+        else:
+            from checker.history import load_ops
+
+            ops = load_ops(path)
+        results = analyze(ops, max_drift=max_drift)
+        if model is not None:
+            linear = importlib.import_module("checker.linear")
+            res = linear.check_linearizable(ops, model, time_limit)
+            results.checks["linearizable"] = res
+            results.valid = combine(list(results.checks.values()))
+    except CheckerError as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"{path}: {e.strerror or e}")
+    data = results.to_json()
+    text = json.dumps(data, indent=2)
+    if run_dir is not None:
+        (run_dir / "results.json").write_text(text + "\n")
+    if out_file is not None:
+        try:
+            out_file.write_text(text + "\n")
+        except OSError as e:
+            fail(f"--out {out_file}: {e.strerror or e}")
+    if json_out:
+        sys.stdout.write(text + "\n")
+    else:
+        print_summary(results)
+    raise typer.Exit(results.exit_code)
+
+
+def _pair(value: str | None, option: str) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    try:
+        lo, _, hi = value.partition(",")
+        return (float(lo), float(hi or lo))
+    except ValueError:
+        fail(f"bad configuration: {option}: expected LOW,HIGH in seconds, got {value!r}")
+
+
+@app.command()
+def run(
+    backend: Annotated[str, typer.Option(help="redis, redlock, redis-sentinel, etcd, zookeeper")] = "redis",
+    client: Annotated[str | None, typer.Option(help="lock client (default per backend) or module:Class")] = None,
+    resource: Annotated[str, typer.Option(help="store, postgres or etcd")] = "store",
+    nemesis: Annotated[str, typer.Option(help="comma-separated: none, pause, partition, kill, clock, failover")] = "pause",
+    fencing: Annotated[str, typer.Option(help="on: the resource rejects stale tokens; off: accepts all")] = "off",
+    time_limit: Annotated[float, typer.Option("--time-limit", help="seconds of workload")] = 30.0,
+    concurrency: Annotated[int, typer.Option(help="client worker processes")] = 5,
+    lease_ms: Annotated[int, typer.Option(help="lock lease (TTL) in ms")] = 2000,
+    seed: Annotated[int, typer.Option(help="seed of the fault schedule and workers")] = 0,
+    store: Annotated[Path, typer.Option(help="where runs are kept")] = Path("store"),
+    name: Annotated[str | None, typer.Option(help="test name (default from the options)")] = None,
+    nodes: Annotated[int | None, typer.Option(help="server nodes (default per backend)")] = None,
+    persistence: Annotated[str, typer.Option(help="redis: off, everysec, always")] = "off",
+    pause_target: Annotated[str, typer.Option(help="holder, random or server")] = "holder",
+    think_ms: Annotated[float, typer.Option(help="think time inside the critical section")] = 20.0,
+    writes: Annotated[int, typer.Option("--writes", help="read/write rounds per critical section")] = 3,
+    locks: Annotated[int, typer.Option(help="number of locks (each with its counter)")] = 1,
+    renew: Annotated[bool, typer.Option(help="renew leases while holding")] = False,
+    interval: Annotated[str | None, typer.Option(help="seconds between faults, LOW,HIGH")] = None,
+    fault_duration: Annotated[str | None, typer.Option(help="seconds a fault lasts, LOW,HIGH")] = None,
+    subnet: Annotated[str, typer.Option(help="address range of the nodes")] = "10.77.0.0/24",
+    junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML file")] = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log to stderr")] = False,
+) -> None:
+    """Run one test end to end and check it."""
+    from clusters.base import ClusterError
+    from fencecheck.config import ConfigError, make_config
+    from fencecheck.controller import run as run_test
+    from fencecheck.progress import ProgressLine
+    from fencecheck.store import StoreError
+    from workloads.base import WorkloadError
+
+    if fencing not in ("on", "off"):
+        fail(f"bad configuration: fencing: expected on or off, got {fencing!r}")
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = make_config(
+            backend=backend, client=client, resource=resource,
+            nemesis=tuple(x.strip() for x in nemesis.split(",") if x.strip()),
+            fencing=fencing == "on", time_limit_s=time_limit, concurrency=concurrency,
+            lease_ms=lease_ms, seed=seed, store=store, name=name, nodes=nodes,
+            persistence=persistence, pause_target=pause_target, think_ms=think_ms,
+            writes_per_section=writes, locks=locks, renew=renew,
+            nemesis_interval_s=_pair(interval, "--interval"),
+            fault_duration_s=_pair(fault_duration, "--fault-duration"), subnet=subnet,
+        )
+        if os.geteuid() != 0:
+            fail("fencecheck run needs root (network namespaces, iptables); see `fencecheck doctor`")
+        with ProgressLine(err) as line:
+            outcome = run_test(cfg, line.update)
+    except (ConfigError, StoreError, ClusterError, WorkloadError, CheckerError) as e:
+        fail(str(e))
+    if outcome.results is not None:
+        print_summary(outcome.results)
+    if outcome.interrupted:
+        out.print(f"[yellow]interrupted by {outcome.interrupted}[/]: healed, torn down; "
+                  "the history so far was checked")
+    if outcome.ready_s is not None:
+        out.print(f"cluster ready in {outcome.ready_s:.1f} s"
+                  + (f"; first violation at {outcome.first_violation_s:.1f} s"
+                     if outcome.first_violation_s is not None else ""))
+    out.print(f"run directory: {outcome.run_dir}")
+    report = outcome.run_dir / "report.html"
+    if report.exists():
+        out.print(f"report:        {report}")
+    if junit is not None:
+        try:
+            from reports.junit import write_junit
+
+            write_junit([outcome.run_dir], junit, suite="fencecheck run")
+        except (ImportError, OSError) as e:
+            err.print(f"[yellow]warning:[/] no JUnit file written: {e}")
+    raise typer.Exit(outcome.exit_code)
+
+
+@app.command()
+def teardown(
+    run_id: Annotated[str | None, typer.Option("--run", help="the run id (6 hex digits)")] = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="every run this machine knows of")] = False,
+) -> None:
+    """Remove what a killed run left behind (namespaces, processes, rules), by recorded names."""
+    from clusters.base import ClusterError
+    from clusters.ledger import teardown_all, teardown_run
+
+    try:
+        removed = teardown_run(run_id) if run_id and not all_runs else teardown_all()
+    except ClusterError as e:
+        fail(str(e))
+    for r in removed:
+        out.print(f"removed {r}")
+    out.print(f"teardown: {len(removed)} thing(s) removed")
+
+
+@app.command()
+def doctor() -> None:
+    """Check what runs need on this machine and print the command that fixes each gap."""
+    from fencecheck.doctor import diagnose
+
+    problems = 0
+    for item in diagnose():
+        mark = "[green]ok[/]  " if item.ok else "[red]MISSING[/]"
+        out.print(f"{mark} {item.what}: {item.detail}", soft_wrap=True)
+        if not item.ok and item.fix:
+            out.print(f"      fix: [bold]{item.fix}[/]", soft_wrap=True)
+            problems += 1
+    raise typer.Exit(1 if problems else 0)
 
 
 @app.command()
@@ -12,7 +248,15 @@ def version() -> None:
     """Print the version."""
     from importlib.metadata import version as v
 
-    typer.echo(v("fencecheck"))
+    out.print(v("fencecheck"))
+
+
+for _module in ("fencecheck.cmd_reports", "fencecheck.cmd_matrix"):
+    try:
+        importlib.import_module(_module).register(app)
+    except ModuleNotFoundError as _e:
+        if _e.name != _module:  # the command exists but something it needs does not
+            raise
 
 
 def main() -> None:

@@ -1,0 +1,124 @@
+"""Wiring from a RunConfig to concrete parts: which nodes a backend needs, its lock service, the
+options its clients get, and the resource server. The one place that knows every backend."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusters.base import ClusterError, LockService, Remote
+from fencecheck.config import ConfigError, RunConfig
+
+STORE_PORT = 7000
+
+# backend -> "module:Class" of its LockService, built with `service_options`.
+SERVICES: dict[str, str] = {
+    "redis": "clusters.redis:RedisService",
+    "redlock": "clusters.redis:RedisService",
+    "redis-sentinel": "clusters.sentinel:SentinelService",
+    "etcd": "clusters.etcd:EtcdService",
+    "zookeeper": "clusters.zookeeper:ZookeeperService",
+}
+
+# The clients a backend can drive (the first is its default).
+CLIENTS: dict[str, tuple[str, ...]] = {
+    "redis": ("redis-setnx", "redis-py"),
+    "redlock": ("redlock-ref", "redlock"),
+    "redis-sentinel": ("redis-sentinel",),
+    "etcd": ("etcd",),
+    "zookeeper": ("zookeeper",),
+}
+
+
+def _load(spec: str) -> Any:
+    module, _, name = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"backend not available in this build: {spec} ({e})") from None
+
+
+def server_nodes(cfg: RunConfig) -> list[str]:
+    return [f"n{i + 1}" for i in range(cfg.node_count)]
+
+
+def client_nodes(cfg: RunConfig) -> list[str]:
+    return [f"c{i + 1}" for i in range(cfg.concurrency)]
+
+
+RESOURCE_NODE = "r1"
+
+
+def check_compatible(cfg: RunConfig) -> None:
+    """Refuse combinations that cannot run, before anything is created."""
+    known = CLIENTS[cfg.backend]
+    if ":" not in cfg.client_name and cfg.client_name not in known:
+        raise ConfigError(
+            f"bad configuration: client: {cfg.client_name!r} does not drive backend "
+            f"{cfg.backend!r} (choose one of {', '.join(known)}, or module:Class)"
+        )
+    if cfg.resource == "etcd" and cfg.backend != "etcd":
+        raise ConfigError("bad configuration: resource: 'etcd' needs --backend etcd")
+    if "clock" in cfg.faults:
+        clock = _load("clusters.clock:check_clock_supported")
+        try:
+            clock(cfg.backend)
+        except ClusterError as e:
+            raise ConfigError(f"bad configuration: nemesis: {e}") from None
+
+
+def make_service(cfg: RunConfig, env_for: Any = None) -> LockService:
+    cls = _load(SERVICES[cfg.backend])
+    kwargs: dict[str, Any] = {}
+    if cfg.backend in ("redis", "redlock"):
+        kwargs["persistence"] = cfg.persistence
+        if env_for is not None:
+            kwargs["env_for"] = env_for
+    elif cfg.backend == "redis-sentinel" and env_for is not None:
+        kwargs["env_for"] = env_for
+    service: LockService = cls(**kwargs)
+    return service
+
+
+def client_options(cfg: RunConfig, service: LockService) -> dict[str, Any]:
+    opts: dict[str, Any] = {"endpoints": service.endpoints(), "op_timeout_s": cfg.op_timeout_s}
+    extra = getattr(service, "client_options", None)
+    if callable(extra):
+        opts.update(extra())
+    return opts
+
+
+@dataclass(slots=True)
+class ResourcePlan:
+    """How to start the protected resource and what its clients get."""
+
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+    service: LockService | None = None
+
+
+def store_argv(remote: Remote, fencing: bool, log: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "workloads.store",
+        "--host",
+        remote.address,
+        "--port",
+        str(STORE_PORT),
+        "--fencing",
+        "on" if fencing else "off",
+        "--log",
+        str(log),
+    ]
+
+
+def make_resource_service(cfg: RunConfig) -> LockService | None:
+    """The resource's own server where it needs one beside the store (postgres)."""
+    if cfg.resource == "postgres":
+        service: LockService = _load("clusters.postgres:PostgresService")()
+        return service
+    return None

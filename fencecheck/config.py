@@ -1,0 +1,129 @@
+"""The configuration of one run (`RunConfig`), validated with pydantic, and its defaults.
+
+Every option of `fencecheck run` lands here; a bad value becomes `ConfigError` naming the field,
+which the CLI prints as one line with exit code 3.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Backend = Literal["redis", "redlock", "redis-sentinel", "etcd", "zookeeper"]
+Fault = Literal["none", "pause", "partition", "kill", "clock", "failover"]
+PauseTarget = Literal["holder", "random", "server"]
+
+DEFAULT_CLIENT: dict[str, str] = {
+    "redis": "redis-setnx",
+    "redlock": "redlock-ref",
+    "redis-sentinel": "redis-sentinel",
+    "etcd": "etcd",
+    "zookeeper": "zookeeper",
+}
+DEFAULT_NODES: dict[str, int] = {
+    "redis": 1,
+    "redlock": 5,
+    "redis-sentinel": 3,
+    "etcd": 3,
+    "zookeeper": 3,
+}
+
+
+class ConfigError(Exception):
+    """A configuration the run cannot start with; the message names the field."""
+
+
+class RunConfig(BaseModel):
+    """One run of `fencecheck run`. Units live in the names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str | None = None
+    backend: Backend = "redis"
+    client: str | None = None
+    resource: Literal["store", "postgres", "etcd"] = "store"
+    nemesis: tuple[Fault, ...] = ("pause",)
+    fencing: bool = False
+    time_limit_s: float = Field(30.0, gt=0)
+    concurrency: int = Field(5, ge=1, le=200)
+    lease_ms: int = Field(2000, ge=1)
+    seed: int = 0
+    store: Path = Path("store")
+    runtime: Literal["netns"] = "netns"
+    nodes: int | None = Field(None, ge=1, le=9)
+    persistence: Literal["off", "everysec", "always"] = "off"
+    subnet: str = "10.77.0.0/24"
+    locks: int = Field(1, ge=1, le=100)
+    think_ms: float = Field(20.0, ge=0)
+    writes_per_section: int = Field(3, ge=1)
+    idle_ms: float = Field(10.0, ge=0)
+    acquire_timeout_s: float = Field(5.0, gt=0)
+    op_timeout_s: float = Field(1.0, gt=0)
+    renew: bool = False
+    pause_target: PauseTarget = "holder"
+    nemesis_interval_s: tuple[float, float] = (1.0, 3.0)
+    fault_duration_s: tuple[float, float] | None = None
+    max_drift: float = Field(0.01, ge=0, lt=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and (not v or "/" in v or v.startswith(".")):
+            raise ValueError("must be a plain name without '/' or a leading '.'")
+        return v
+
+    @field_validator("nemesis_interval_s", "fault_duration_s")
+    @classmethod
+    def _range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not (0 < v[0] <= v[1]):
+            raise ValueError("must be two numbers 0 < low <= high")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunConfig:
+        if "none" in self.nemesis and len(self.nemesis) > 1:
+            raise ValueError("nemesis: 'none' cannot be combined with other faults")
+        if self.store.exists() and not self.store.is_dir():
+            raise ValueError(f"store: {self.store} exists and is not a directory")
+        return self
+
+    @property
+    def client_name(self) -> str:
+        return self.client or DEFAULT_CLIENT[self.backend]
+
+    @property
+    def node_count(self) -> int:
+        return self.nodes or DEFAULT_NODES[self.backend]
+
+    @property
+    def faults(self) -> tuple[str, ...]:
+        return tuple(f for f in self.nemesis if f != "none")
+
+    @property
+    def test_name(self) -> str:
+        if self.name:
+            return self.name
+        faults = "+".join(self.faults) or "none"
+        fence = "fenced" if self.fencing else "unfenced"
+        return f"{self.backend}-{self.client_name}-{faults}-{fence}"
+
+    @property
+    def pause_duration_s(self) -> tuple[float, float]:
+        """Pauses outlast the lease by default: that is what exposes an unfenced lock."""
+        if self.fault_duration_s is not None:
+            return self.fault_duration_s
+        lease_s = self.lease_ms / 1000
+        return (lease_s * 1.5 + 0.5, lease_s * 2.5 + 1.0)
+
+
+def make_config(**options: Any) -> RunConfig:
+    """Build a RunConfig; a bad value raises ConfigError naming the field."""
+    try:
+        return RunConfig(**{k: v for k, v in options.items() if v is not None})
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "config"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"bad configuration: {field}: {msg}") from None

@@ -1,0 +1,88 @@
+"""The store: `store/<test>/<YYYYmmddTHHMMSS>/` per run, a `latest` link per test, and the
+files every run leaves (test.json, history.jsonl, results.json, report.html, nodes/, logs)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import platform
+import subprocess
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class StoreError(Exception):
+    """The store cannot hold a run (a path that is a file, no permission)."""
+
+
+def new_run_dir(store: Path, test: str) -> Path:
+    if store.exists() and not store.is_dir():
+        raise StoreError(f"store: {store} exists and is not a directory")
+    base = store / test
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        run_dir = base / stamp
+        n = 1
+        while True:
+            try:
+                run_dir.mkdir()
+                break
+            except FileExistsError:
+                n += 1
+                run_dir = base / f"{stamp}-{n}"
+    except (NotADirectoryError, PermissionError, FileExistsError) as e:
+        raise StoreError(f"store: cannot create a run directory under {base}: {e}") from None
+    latest = base / "latest"
+    tmp = base / f".latest-{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    tmp.symlink_to(run_dir.name)
+    tmp.replace(latest)
+    (run_dir / "nodes").mkdir()
+    return run_dir
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.replace(path)
+
+
+def _first_line(argv: list[str]) -> str | None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else None
+
+
+BACKEND_VERSION_ARGV: dict[str, list[str]] = {
+    "redis": ["redis-server", "--version"],
+    "redlock": ["redis-server", "--version"],
+    "redis-sentinel": ["redis-server", "--version"],
+    "etcd": ["etcd", "--version"],
+    "zookeeper": ["dpkg-query", "-W", "-f=${Version}", "zookeeper"],
+}
+
+
+def versions(backend: str) -> dict[str, str | None]:
+    out: dict[str, str | None] = {
+        "fencecheck": version("fencecheck"),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+    }
+    argv = BACKEND_VERSION_ARGV.get(backend)
+    if argv:
+        out[backend] = _first_line(argv)
+    for lib in ("redis", "kazoo", "httpx", "pottery", "psycopg"):
+        with contextlib.suppress(Exception):
+            out[f"py:{lib}"] = version(lib)
+    return out

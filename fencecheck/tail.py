@@ -1,0 +1,85 @@
+"""Follows the workers' event logs while a run goes on: who holds which lock right now (for
+holder-aware pauses), op counts for the progress line, and the first sign of trouble."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(slots=True)
+class Holding:
+    worker: str
+    lock: str
+    since_ns: int  # the grant's ok time (history clock)
+    seen_at: float  # controller's time.monotonic() when the tailer saw it
+
+
+@dataclass(slots=True)
+class _File:
+    path: Path
+    worker: str
+    offset: int = 0
+    partial: bytes = b""
+
+
+@dataclass(slots=True)
+class LogTailer:
+    """Reads whatever complete lines were appended since the last `poll`."""
+
+    files: list[_File] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    holding: dict[str, Holding] = field(default_factory=dict)  # worker -> its current grant
+    started: float = field(default_factory=time.monotonic)
+
+    def follow(self, worker: str, path: Path) -> None:
+        self.files.append(_File(path, worker))
+
+    def poll(self) -> list[Holding]:
+        """Read new lines; return the grants that appeared in this poll."""
+        fresh: list[Holding] = []
+        now = time.monotonic()
+        for f in self.files:
+            try:
+                with open(f.path, "rb") as fh:
+                    fh.seek(f.offset)
+                    data = fh.read()
+            except FileNotFoundError:
+                continue
+            if not data:
+                continue
+            f.offset += len(data)
+            data = f.partial + data
+            lines = data.split(b"\n")
+            f.partial = lines.pop()
+            for line in lines:
+                if not line.strip():
+                    continue
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue  # the merge step reports malformed lines; progress just skips them
+                fresh.extend(self._event(f.worker, ev, now))
+        return fresh
+
+    def _event(self, worker: str, ev: dict[str, object], now: float) -> list[Holding]:
+        typ, f = ev.get("type"), ev.get("f")
+        if typ != "invoke":
+            self.counts[str(typ)] += 1
+        value = ev.get("value") if isinstance(ev.get("value"), dict) else {}
+        assert isinstance(value, dict)
+        if f == "acquire" and typ == "ok":
+            t = ev.get("time")
+            h = Holding(worker, str(value.get("lock")), t if isinstance(t, int) else 0, now)
+            self.holding[worker] = h
+            return [h]
+        if (typ == "invoke" and f in ("release", "acquire")) or typ == "info":
+            self.holding.pop(worker, None)
+        return []
+
+    @property
+    def completed(self) -> int:
+        return sum(self.counts.values())
