@@ -1,0 +1,239 @@
+"""Lock clients over a single Redis server: `SetnxClient` ("redis-setnx": SET NX PX plus a fencing
+token from INCR in the same Lua script) and `RedisPyClient` ("redis-py": the library's
+`redis.lock.Lock`, no token).
+
+Both talk to `options["endpoints"][0]` with zero retries: redis-py 8 retries a failed command ten
+times with exponential backoff by default, which would hide operations from the history. Errors
+map as follows: failure to connect (nothing was sent) -> DefiniteFailure("connection-refused" or
+"connect-timeout"); an error reply from the server -> DefiniteFailure(its code, e.g. "readonly");
+a timeout or connection lost after the request may have been sent -> Indeterminate.
+
+Options: `endpoints`, `op_timeout_s` (socket timeouts), `poll_ms` (acquire poll interval, default
+5), `key_prefix` (default "fc:").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import secrets
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import (
+    BusyLoadingError,
+    LockError,
+    LockNotOwnedError,
+    RedisError,
+    ResponseError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.lock import Lock
+from redis.retry import Retry
+
+from workloads import options as opts
+from workloads.base import DefiniteFailure, Grant, Indeterminate
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# KEYS: lock key, token counter key. ARGV: owner, lease in ms.
+# SET NX and INCR in one script, so a token is handed out exactly when the lock is granted.
+ACQUIRE_LUA = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return false
+"""
+RENEW_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+RELEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+def make_redis(options: Mapping[str, Any]) -> redis.Redis:
+    """A redis-py client for endpoints[0] that never retries and times out after op_timeout_s."""
+    host, port = opts.endpoints(options)[0]
+    timeout_s = opts.op_timeout_s(options)
+    extra: dict[str, Any] = {}
+    # CLIENT SETINFO on connect is an extra round trip that can fail for reasons of its own;
+    # redis-py 8 turns it off with driver_info=None, older versions with lib_name=None.
+    if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
+        extra["driver_info"] = None
+    else:
+        extra["lib_name"] = None
+        extra["lib_version"] = None
+    return redis.Redis(
+        host=host,
+        port=port,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        # Retry(..., 0) also covers timeouts: retry_on_timeout is deprecated in redis-py 8.
+        retry=Retry(NoBackoff(), 0),
+        retry_on_error=[],
+        health_check_interval=0,
+        decode_responses=True,
+        **extra,
+    )
+
+
+def _error_code(e: ResponseError) -> str:
+    first = str(e).split(" ", 1)[0].strip()
+    return first.lower() if first.isupper() and first else "error-reply"
+
+
+class _Redis:
+    """One redis-py client plus the error mapping shared by both lock clients."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.client = make_redis(options)
+        self.host, self.port = opts.endpoints(options)[0]
+
+    def connect(self) -> None:
+        """Make sure the pooled connection is up, so a later failure is surely mid-request."""
+        pool = self.client.connection_pool
+        try:
+            conn = pool.get_connection()
+        except RedisTimeoutError as e:
+            raise DefiniteFailure("connect-timeout", str(e)) from e
+        except BusyLoadingError as e:
+            raise DefiniteFailure("loading", str(e)) from e
+        except RedisConnectionError as e:
+            raise DefiniteFailure("connection-refused", str(e)) from e
+        except RedisError as e:
+            raise DefiniteFailure("connect-failed", str(e)) from e
+        pool.release(conn)
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        """Map redis-py errors raised by the requests inside to Definite/Indeterminate."""
+        try:
+            yield
+        except (DefiniteFailure, Indeterminate):
+            raise
+        except BusyLoadingError as e:
+            raise DefiniteFailure("loading", str(e)) from e
+        except LockNotOwnedError as e:
+            raise DefiniteFailure("not-owner", str(e)) from e
+        except LockError as e:
+            raise DefiniteFailure("lock-error", str(e)) from e
+        except ResponseError as e:
+            raise DefiniteFailure(_error_code(e), str(e)) from e
+        except RedisTimeoutError as e:
+            raise Indeterminate("timeout", str(e)) from e
+        except RedisConnectionError as e:
+            raise Indeterminate("connection-lost", str(e)) from e
+        except (RedisError, OSError) as e:
+            raise Indeterminate("error", f"{type(e).__name__}: {e}") from e
+
+    def call(self, fn: Callable[[], T]) -> T:
+        self.connect()
+        with self.request():
+            return fn()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class SetnxClient:
+    """SET NX PX with a random owner value; the fencing token is INCR of a per-lock counter in
+    the same script. Renew and release check the owner in Lua."""
+
+    name = "redis-setnx"
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self._redis = _Redis(options)
+        self.poll_s = float(options.get("poll_ms", 5)) / 1000.0
+        self.prefix = str(options.get("key_prefix", "fc:"))
+
+    def _keys(self, lock: str) -> tuple[str, str]:
+        return f"{self.prefix}lock:{lock}", f"{self.prefix}token:{lock}"
+
+    def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
+        lock_key, token_key = self._keys(lock)
+        owner = secrets.token_hex(16)
+        deadline = time.monotonic() + timeout_s
+        r = self._redis.client
+        while True:
+            token = self._redis.call(
+                lambda: r.eval(ACQUIRE_LUA, 2, lock_key, token_key, owner, int(lease_ms))
+            )
+            if token is not None:
+                return Grant(lock=lock, token=int(token), lease_ms=lease_ms, handle=owner)
+            now = time.monotonic()
+            if now >= deadline:
+                raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
+            time.sleep(min(self.poll_s, deadline - now))
+
+    def renew(self, grant: Grant, lease_ms: int) -> Grant:
+        lock_key, _ = self._keys(grant.lock)
+        r = self._redis.client
+        done = self._redis.call(
+            lambda: r.eval(RENEW_LUA, 1, lock_key, str(grant.handle), int(lease_ms))
+        )
+        if not done:
+            raise DefiniteFailure("not-owner", grant.lock)
+        return Grant(grant.lock, grant.token, lease_ms, grant.handle)
+
+    def release(self, grant: Grant) -> None:
+        lock_key, _ = self._keys(grant.lock)
+        r = self._redis.client
+        done = self._redis.call(lambda: r.eval(RELEASE_LUA, 1, lock_key, str(grant.handle)))
+        if not done:
+            raise DefiniteFailure("not-owner", grant.lock)
+
+    def close(self) -> None:
+        self._redis.close()
+
+
+class RedisPyClient:
+    """redis-py's own `redis.lock.Lock`: blocking acquire with a timeout, `extend` with
+    replace_ttl for renew, `release`. It has no fencing token."""
+
+    name = "redis-py"
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self._redis = _Redis(options)
+        self.poll_s = float(options.get("poll_ms", 5)) / 1000.0
+        self.prefix = str(options.get("key_prefix", "fc:"))
+
+    def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
+        handle = Lock(
+            self._redis.client,
+            f"{self.prefix}lock:{lock}",
+            timeout=lease_ms / 1000.0,
+            sleep=self.poll_s,
+            blocking=True,
+            blocking_timeout=max(timeout_s, 0.0),
+            thread_local=False,
+        )
+        got = self._redis.call(handle.acquire)
+        if not got:
+            raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
+        return Grant(lock=lock, token=None, lease_ms=lease_ms, handle=handle)
+
+    def renew(self, grant: Grant, lease_ms: int) -> Grant:
+        handle: Lock = grant.handle
+        self._redis.call(lambda: handle.extend(lease_ms / 1000.0, replace_ttl=True))
+        return Grant(grant.lock, grant.token, lease_ms, handle)
+
+    def release(self, grant: Grant) -> None:
+        handle: Lock = grant.handle
+        self._redis.call(handle.release)
+
+    def close(self) -> None:
+        self._redis.close()
