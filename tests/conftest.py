@@ -1,0 +1,62 @@
+"""Shared test fixtures: what a test needs from the machine, and the check that a test left
+nothing behind (no namespace, no SIGSTOPped process)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus"
+
+
+def fencecheck_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "fencecheck", *args]
+
+
+def netns_available() -> str | None:
+    """None if network namespaces can be made here, else the reason."""
+    if os.geteuid() != 0:
+        return "needs root"
+    for b in ("ip", "iptables"):
+        if not shutil.which(b) and not os.path.exists(f"/usr/sbin/{b}"):
+            return f"{b} not installed (bash scripts/setup.sh)"
+    return None
+
+
+def fc_namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith("fc-")]
+
+
+def stopped_processes() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid=,stat=,comm="], capture_output=True, text=True).stdout
+    return [line.strip() for line in out.splitlines() if line.split()[1].startswith("T")]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = netns_available()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"netns: {reason}")
+    for item in items:
+        if "netns" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def no_leftovers() -> Iterator[None]:
+    """Fails the test if it leaves a fencecheck namespace or a SIGSTOPped process behind."""
+    before_ns = set(fc_namespaces())
+    before_stopped = set(stopped_processes())
+    yield
+    left_ns = set(fc_namespaces()) - before_ns
+    left_stopped = set(stopped_processes()) - before_stopped
+    assert not left_ns, f"namespaces left behind: {sorted(left_ns)}"
+    assert not left_stopped, f"stopped processes left behind: {sorted(left_stopped)}"
