@@ -1,0 +1,222 @@
+"""Tests of clusters/clock.py: the LD_PRELOAD clock shim against real redis-server and plain
+processes, the offset-file primitives (bump, strobe, reset) and the etcd refusal."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from clusters.base import ClusterError, NemesisOp
+from clusters.clock import (
+    ClockNemesis,
+    NodeClocks,
+    build_shim,
+    check_clock_supported,
+)
+from clusters.local import LocalRemote
+from clusters.redis import RedisService
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc")
+
+_TIME_PY = "import time; print(time.time())"
+
+
+def free_port(addresses: list[str]) -> int:
+    """A port free on every one of addresses (they are loopback aliases)."""
+    for _ in range(100):
+        port = random.randint(20000, 40000)
+        try:
+            for a in addresses:
+                with socket.socket() as s:
+                    s.bind((a, port))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port")
+
+
+def loopback_nodes(n: int) -> dict[str, LocalRemote]:
+    # A random third octet keeps concurrent test sessions off each other's addresses.
+    net = random.randint(100, 250)
+    return {f"n{i}": LocalRemote(f"n{i}", f"127.0.{net}.{i}") for i in range(1, n + 1)}
+
+
+@pytest.fixture
+def clocks(tmp_path: Path) -> Iterator[NodeClocks]:
+    c = NodeClocks(loopback_nodes(2), tmp_path / "store", cache_dir=tmp_path / "cache")
+    c.setup()
+    try:
+        yield c
+    finally:
+        c.reset_all()
+
+
+@pytest.fixture
+def shimmed_redis(clocks: NodeClocks, tmp_path: Path) -> Iterator[RedisService]:
+    nodes = clocks.nodes
+    svc = RedisService(port=free_port([r.address for r in nodes.values()]), env_for=clocks.env_for)
+    try:
+        svc.setup(nodes, tmp_path / "store")
+        yield svc
+    finally:
+        svc.teardown()
+
+
+def _client(svc: RedisService, node: str) -> redis.Redis:
+    host, port = svc.endpoints()[int(node[1:]) - 1].split(":")
+    return redis.Redis(host=host, port=int(port), socket_timeout=2)
+
+
+def _py_time(env: dict[str, str] | None) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", _TIME_PY],
+        env={**os.environ, **env} if env else None,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(out.stdout)
+
+
+def test_etcd_is_refused_with_the_reason() -> None:
+    with pytest.raises(ClusterError, match="vDSO"):
+        check_clock_supported("etcd")
+    for ok in ("redis", "redlock", "redis-sentinel", "zookeeper"):
+        check_clock_supported(ok)
+
+
+def test_build_shim_is_cached_by_source_hash(tmp_path: Path) -> None:
+    first = build_shim(tmp_path)
+    mtime = first.stat().st_mtime_ns
+    assert build_shim(tmp_path) == first
+    assert first.stat().st_mtime_ns == mtime
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no temp files left
+
+
+def test_bump_expires_a_key_on_that_node_only(
+    shimmed_redis: RedisService, clocks: NodeClocks
+) -> None:
+    r1, r2 = _client(shimmed_redis, "n1"), _client(shimmed_redis, "n2")
+    try:
+        for r in (r1, r2):
+            assert r.set("k", "v", px=60000)
+            assert 59000 < r.pttl("k") <= 60000
+        assert clocks.bump("n1", 120.0) == {"n1": 120.0}
+        time.sleep(0.05)  # the shim re-reads its offset file at most every 10 ms
+        assert r1.get("k") is None, "the key should have expired by n1's skewed clock"
+        assert r2.get("k") == b"v", "n2's clock was not touched"
+        assert abs(float(r1.time()[0]) - time.time() - 120) < 5
+        clocks.reset_all()
+        time.sleep(0.05)
+        assert abs(float(r1.time()[0]) - time.time()) < 5
+    finally:
+        r1.close()
+        r2.close()
+
+
+def test_only_shimmed_processes_see_the_offset(clocks: NodeClocks) -> None:
+    clocks.bump("n1", -3600.0)
+    clocks.bump("n1", 600.5)
+    assert clocks.offset_s("n1") == pytest.approx(-2999.5)
+    skewed = _py_time({**clocks.env_for("n1")})
+    plain = _py_time(None)
+    assert skewed - plain == pytest.approx(-2999.5, abs=2.0)
+    assert abs(plain - time.time()) < 2.0
+    other = _py_time({**clocks.env_for("n2")})
+    assert abs(other - time.time()) < 2.0
+
+
+def test_coarse_clock_gettimeofday_and_time_are_all_moved(clocks: NodeClocks) -> None:
+    clocks.bump("n1", 86400.0)
+    code = (
+        "import ctypes, time\n"
+        "print(time.clock_gettime(time.CLOCK_REALTIME))\n"
+        "print(time.clock_gettime(5))\n"  # CLOCK_REALTIME_COARSE
+        "libc = ctypes.CDLL(None)\n"
+        "print(libc.time(None))\n"
+        "tv = (ctypes.c_long * 2)(); libc.gettimeofday(tv, None); print(tv[0])\n"
+        "print(time.monotonic())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **clocks.env_for("n1")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    now = time.time()
+    for v in out[:4]:
+        assert float(v) - now == pytest.approx(86400, abs=3)
+    assert float(out[4]) == pytest.approx(time.monotonic(), abs=3)  # monotonic never moves
+
+
+def test_strobe_flips_and_restores(clocks: NodeClocks) -> None:
+    clocks.bump("n2", 10.0)
+    seen: list[float] = []
+    path = Path(clocks.offset_path("n2"))
+    t = threading.Thread(target=lambda: clocks.strobe(["n2"], 100.0, 0.02, 0.3))
+    t.start()
+    while t.is_alive():
+        seen.append(int(path.read_text()) / 1e9)
+        time.sleep(0.005)
+    t.join()
+    assert {10.0, 110.0} <= set(seen)
+    assert clocks.offset_s("n2") == 10.0 and int(path.read_text()) == 10 * 10**9
+    with pytest.raises(ClusterError, match="period"):
+        clocks.strobe("n2", 1.0, 0.001, 1.0)
+
+
+def test_reset_all_stops_a_running_strobe_and_is_idempotent(clocks: NodeClocks) -> None:
+    t = threading.Thread(target=lambda: clocks.strobe(["n1", "n2"], 50.0, 0.02, 30.0))
+    t.start()
+    time.sleep(0.1)
+    clocks.reset_all()
+    t.join(timeout=2)
+    assert not t.is_alive()
+    clocks.reset_all()
+    for n in ("n1", "n2"):
+        assert int(Path(clocks.offset_path(n)).read_text()) == 0
+
+
+def test_clock_nemesis_ops(clocks: NodeClocks) -> None:
+    nem = ClockNemesis(clocks)
+    assert nem.invoke(NemesisOp("bump", {"nodes": ["n1"], "delta_s": 30})) == {
+        "offset_s": {"n1": 30.0}
+    }
+    res = nem.invoke(NemesisOp("strobe", {"delta_s": 5, "period_s": 0.02, "duration_s": 0.1}))
+    assert res["nodes"] == ["n1", "n2"] and res["flips"] >= 2
+    assert clocks.offset_s("n1") == 30.0
+    nem.heal()
+    assert clocks.offset_s("n1") == 0.0
+    with pytest.raises(ClusterError):
+        nem.invoke(NemesisOp("warp"))
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs java")
+def test_java_sees_the_offset(clocks: NodeClocks, tmp_path: Path) -> None:
+    src = tmp_path / "Now.java"
+    src.write_text(
+        "public class Now { public static void main(String[] a) {"
+        " System.out.println(System.currentTimeMillis()); } }"
+    )
+    clocks.bump("n1", 3600.0)
+    out = subprocess.run(
+        ["java", str(src)],
+        env={**os.environ, **clocks.env_for("n1")},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert int(out.stdout) / 1000 - time.time() == pytest.approx(3600, abs=30)
