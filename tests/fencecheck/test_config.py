@@ -1,0 +1,54 @@
+"""Bad configuration is refused with one clear line naming the field, exit code 3."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fencecheck.config import ConfigError, make_config
+from tests.conftest import fencecheck_argv
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--backend", "mongodb"], "backend"),
+        (["--time-limit", "0"], "time_limit_s"),
+        (["--lease-ms", "0"], "lease_ms"),
+        (["--concurrency", "0"], "concurrency"),
+        (["--nemesis", "pause,meteor"], "nemesis"),
+        (["--fencing", "maybe"], "fencing"),
+        (["--backend", "redis", "--client", "zookeeper"], "client"),
+    ],
+)
+def test_bad_option_exits_3_with_one_line(args: list[str], field: str, tmp_path: Path) -> None:
+    r = subprocess.run(fencecheck_argv("run", "--store", str(tmp_path), *args),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1, r.stderr
+    assert field in lines[0]
+    assert "Traceback" not in r.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing was started or recorded
+
+
+def test_store_that_is_a_file_exits_3(tmp_path: Path) -> None:
+    f = tmp_path / "store"
+    f.write_text("not a directory")
+    r = subprocess.run(fencecheck_argv("run", "--store", str(f)), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 3
+    assert "store" in r.stderr and "not a directory" in r.stderr
+    assert f.read_text() == "not a directory"
+
+
+def test_config_defaults_and_names() -> None:
+    cfg = make_config(backend="etcd", fencing=True, nemesis=("pause", "partition"))
+    assert cfg.client_name == "etcd" and cfg.node_count == 3
+    assert cfg.test_name == "etcd-etcd-pause+partition-fenced"
+    lo, hi = cfg.pause_duration_s
+    assert lo > cfg.lease_ms / 1000  # default pauses outlast the lease
+    with pytest.raises(ConfigError, match="nemesis"):
+        make_config(nemesis=("none", "pause"))

@@ -1,0 +1,127 @@
+"""End to end on the embedded default: real redis-server and the fenced store in network
+namespaces, real worker processes, pause faults. Short runs, fixed seeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import fc_namespaces, fencecheck_argv, stopped_processes
+
+pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
+
+DAMAGE = {"stale-write-accepted", "interleaved-writes", "lost-update"}
+
+
+def run(store: Path, *args: str, timeout: float = 120) -> tuple[int, dict[str, object], Path]:
+    r = subprocess.run(fencecheck_argv("run", "--store", str(store), *args),
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode in (0, 1, 2), r.stdout + r.stderr
+    runs = [p.resolve() for p in store.glob("*/latest")]
+    assert len(runs) == 1
+    results = json.loads((runs[0] / "results.json").read_text())
+    return r.returncode, results, runs[0]
+
+
+def kinds(results: dict[str, object]) -> set[str]:
+    checks = results["checks"]
+    assert isinstance(checks, dict)
+    return {v["kind"] for c in checks.values() for v in c["violations"]}
+
+
+def test_unfenced_redis_with_pauses_is_caught(tmp_path: Path) -> None:
+    code, results, run_dir = run(tmp_path, "--fencing", "off", "--nemesis", "pause",
+                                 "--time-limit", "12", "--lease-ms", "1000", "--seed", "1")
+    assert code == 1
+    assert kinds(results) & DAMAGE, results
+    for f in ("test.json", "history.jsonl", "results.json", "fencecheck.log"):
+        assert (run_dir / f).exists(), f
+    history = (run_dir / "history.jsonl").read_text().splitlines()
+    assert any('"start-pause"' in line for line in history)
+
+
+def test_fenced_redis_with_pauses_is_valid_and_rejects_stale_writes(tmp_path: Path) -> None:
+    code, results, _ = run(tmp_path, "--fencing", "on", "--nemesis", "pause",
+                           "--time-limit", "12", "--lease-ms", "1000", "--seed", "1")
+    assert code == 0, results
+    stats = results["stats"]
+    assert isinstance(stats, dict)
+    assert stats["stale_writes_rejected"] > 0, stats
+
+
+def test_no_faults_is_valid(tmp_path: Path) -> None:
+    code, results, _ = run(tmp_path, "--nemesis", "none", "--time-limit", "5")
+    assert code == 0, results
+    assert results["valid"] is True
+
+
+def _latest_nemesis_log(store: Path) -> Path | None:
+    logs = list(store.glob("*/latest/nemesis.jsonl"))
+    return logs[0] if logs else None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_mid_pause_heals_tears_down_and_keeps_history(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    proc = subprocess.Popen(fencecheck_argv("run", "--store", str(tmp_path), "--time-limit",
+                                            "60", "--lease-ms", "1000", "--seed", "2"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline:
+            nlog = _latest_nemesis_log(tmp_path)
+            if nlog and '"ok","f":"start-pause"' in nlog.read_text().replace(" ", ""):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("no pause started within 45 s")
+        assert any(p for p in stopped_processes()), "a worker should be paused right now"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + sig, out + err
+    assert "Traceback" not in err
+    assert not fc_namespaces()
+    assert not stopped_processes()
+    assert not subprocess.run(["pgrep", "-f", "workloads.worker"], capture_output=True).stdout
+    run_dir = next(tmp_path.glob("*/latest")).resolve()
+    check = subprocess.run(fencecheck_argv("check", str(run_dir / "history.jsonl")),
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode in (0, 1, 2), check.stderr
+
+
+def test_teardown_after_sigkill_leaves_nothing(tmp_path: Path) -> None:
+    proc = subprocess.Popen(fencecheck_argv("run", "--store", str(tmp_path), "--time-limit",
+                                            "60", "--lease-ms", "1000", "--seed", "3"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline:
+            nlog = _latest_nemesis_log(tmp_path)
+            if nlog and "start-pause" in nlog.read_text():
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("no pause started within 45 s")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert fc_namespaces(), "the killed run should have left its namespaces"
+    r = subprocess.run(fencecheck_argv("teardown", "--all"), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not fc_namespaces()
+    assert not stopped_processes()
+    assert not subprocess.run(["pgrep", "-x", "redis-server"], capture_output=True).stdout
+    assert not subprocess.run(["pgrep", "-f", "workloads.(worker|store)"],
+                              capture_output=True).stdout
