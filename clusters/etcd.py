@@ -1,0 +1,211 @@
+"""`EtcdService`: a static etcd 3.4 cluster (Debian's /usr/bin/etcd), one member per node.
+
+Each member listens on its node's address (client port 2379 with the v3 JSON gateway, peer port
+2380), keeps its data dir under `store/nodes/<node>/etcd/` and logs to
+`store/nodes/<node>/etcd.log`. Elections are fast (heartbeat 100 ms, election timeout 1 s) so
+that faults heal within a test. Note the lease floor that follows from these timings: etcd
+raises any lease TTL below 1.5 x election timeout, so TTLs under 2 s become 2 s.
+
+Capabilities: `Pausable` (SIGSTOP/SIGCONT), `Killable` (SIGKILL; `restart` starts the member
+again on the same data dir with `--initial-cluster-state existing`), `LogFiles`. Readiness is
+polled through each node's Remote with `etcdctl endpoint health` (a quorum read), so it works
+unchanged on netns or ssh nodes.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol
+
+from clusters.base import ClusterError, Daemon, Remote, RemoteError
+
+log = logging.getLogger(__name__)
+
+ETCD = "/usr/bin/etcd"
+ETCDCTL = "/usr/bin/etcdctl"
+
+
+class ProcessLedger(Protocol):
+    """What a service needs of the run's ledger (clusters/ledger.py `Ledger`): an environment
+    marker for every process, and a record of each started pid."""
+
+    def env(self) -> dict[str, str]: ...
+
+    def record_process(self, node: str, name: str, pid: int) -> None: ...
+
+
+def stop_daemon(remote: Remote, daemon: Daemon, sig: signal.Signals, wait_s: float) -> bool:
+    """Send sig (after SIGCONT: a stopped process cannot act on SIGTERM), wait up to wait_s for
+    it to exit, then SIGKILL. Returns True if it exited before the SIGKILL."""
+    remote.signal(daemon.pid, signal.SIGCONT)
+    remote.signal(daemon.pid, sig)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if not remote.alive(daemon.pid):
+            return True
+        time.sleep(0.05)
+    remote.signal(daemon.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while remote.alive(daemon.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if remote.alive(daemon.pid):
+        raise ClusterError(f"{daemon.node}: {daemon.name} (pid {daemon.pid}) survived SIGKILL")
+    return False
+
+
+class EtcdService:
+    """A static etcd cluster of `nodes` members. See the module docstring."""
+
+    name = "etcd"
+
+    def __init__(
+        self,
+        nodes: int = 3,
+        *,
+        client_port: int = 2379,
+        peer_port: int = 2380,
+        heartbeat_ms: int = 100,
+        election_ms: int = 1000,
+        ready_timeout_s: float = 30.0,
+        ledger: ProcessLedger | None = None,
+    ) -> None:
+        self.node_count = nodes
+        self.client_port = client_port
+        self.peer_port = peer_port
+        self.heartbeat_ms = heartbeat_ms
+        self.election_ms = election_ms
+        self.ready_timeout_s = ready_timeout_s
+        self.ledger = ledger
+        self.nodes: dict[str, Remote] = {}
+        self.store: Path | None = None
+        self.daemons: dict[str, Daemon] = {}
+        self.ready_s: float | None = None  # measured time from start to a healthy cluster
+
+    # -- LockService
+
+    def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
+        if len(nodes) != self.node_count:
+            raise ClusterError(f"etcd: want {self.node_count} nodes, got {len(nodes)}")
+        self.nodes = dict(nodes)
+        self.store = store
+        t0 = time.monotonic()
+        for node in self.nodes:
+            self._start(node, state="new")
+        self.wait_ready(self.ready_timeout_s)
+        self.ready_s = time.monotonic() - t0
+        log.info("etcd: %d members ready in %.2f s", len(self.nodes), self.ready_s)
+
+    def endpoints(self) -> list[str]:
+        return [f"{r.address}:{self.client_port}" for r in self.nodes.values()]
+
+    def teardown(self) -> None:
+        errors: list[str] = []
+        for node, daemon in list(self.daemons.items()):
+            try:
+                stop_daemon(self.nodes[node], daemon, signal.SIGTERM, wait_s=5.0)
+            except ClusterError as e:
+                errors.append(str(e))
+            else:
+                del self.daemons[node]
+        if errors:
+            raise ClusterError("etcd teardown: " + "; ".join(errors))
+
+    # -- Pausable, Killable, LogFiles
+
+    def pause(self, node: str) -> None:
+        self.nodes[node].signal(self._daemon(node).pid, signal.SIGSTOP)
+
+    def resume(self, node: str) -> None:
+        self.nodes[node].signal(self._daemon(node).pid, signal.SIGCONT)
+
+    def kill(self, node: str) -> None:
+        daemon = self.daemons.pop(node, None)
+        if daemon is not None:
+            stop_daemon(self.nodes[node], daemon, signal.SIGKILL, wait_s=5.0)
+
+    def restart(self, node: str) -> None:
+        """Start a killed member again on its data dir; returns once the process runs (it may
+        still be catching up, or cut off by a partition: use `wait_ready` to wait for health)."""
+        if node in self.daemons and self.nodes[node].alive(self.daemons[node].pid):
+            return
+        self._start(node, state="existing")
+
+    def log_files(self) -> dict[str, list[Path]]:
+        return {node: [self._node_dir(node) / "etcd.log"] for node in self.nodes}
+
+    # -- helpers
+
+    def member_healthy(self, node: str, timeout_s: float = 2.0) -> bool:
+        """One `etcdctl endpoint health` against this member, run on the node itself."""
+        remote = self.nodes[node]
+        argv = [
+            ETCDCTL,
+            f"--endpoints=http://{remote.address}:{self.client_port}",
+            f"--dial-timeout={timeout_s}s",
+            f"--command-timeout={timeout_s}s",
+            "endpoint",
+            "health",
+        ]
+        try:
+            res = remote.run(argv, timeout_s=timeout_s + 3.0, check=False)
+        except RemoteError:
+            return False
+        return res.returncode == 0 and "is healthy" in (res.stdout + res.stderr)
+
+    def wait_ready(self, timeout_s: float, nodes: list[str] | None = None) -> None:
+        """Wait until every member (or those named) answers a health check (a quorum read)."""
+        pending = list(nodes if nodes is not None else self.nodes)
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            pending = [n for n in pending if not self.member_healthy(n)]
+            if not pending:
+                return
+            for n in pending:
+                if n in self.daemons and not self.nodes[n].alive(self.daemons[n].pid):
+                    raise ClusterError(f"etcd on {n} exited; see {self._node_dir(n)}/etcd.log")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"etcd not healthy after {timeout_s} s on {', '.join(pending)}")
+            time.sleep(0.2)
+
+    def _daemon(self, node: str) -> Daemon:
+        if node not in self.daemons:
+            raise ClusterError(f"etcd: no running member on {node}")
+        return self.daemons[node]
+
+    def _node_dir(self, node: str) -> Path:
+        if self.store is None:
+            raise ClusterError("etcd: not set up")
+        return self.store / "nodes" / node
+
+    def _start(self, node: str, state: str) -> None:
+        remote = self.nodes[node]
+        ndir = self._node_dir(node)
+        data = ndir / "etcd"
+        remote.run(["mkdir", "-p", str(data)])
+        remote.run(["chmod", "700", str(data)])  # etcd 3.4 warns (3.5 refuses) otherwise
+        peers = ",".join(f"{n}=http://{r.address}:{self.peer_port}" for n, r in self.nodes.items())
+        argv = [
+            ETCD,
+            f"--name={node}",
+            f"--data-dir={data}",
+            f"--listen-client-urls=http://{remote.address}:{self.client_port}",
+            f"--advertise-client-urls=http://{remote.address}:{self.client_port}",
+            f"--listen-peer-urls=http://{remote.address}:{self.peer_port}",
+            f"--initial-advertise-peer-urls=http://{remote.address}:{self.peer_port}",
+            f"--initial-cluster={peers}",
+            f"--initial-cluster-state={state}",
+            f"--initial-cluster-token=fc-{self.store.name if self.store else 'etcd'}",
+            f"--heartbeat-interval={self.heartbeat_ms}",
+            f"--election-timeout={self.election_ms}",
+            "--logger=zap",
+            "--log-outputs=stderr",
+        ]
+        env = self.ledger.env() if self.ledger is not None else None
+        daemon = remote.start_daemon("etcd", argv, log=ndir / "etcd.log", env=env)
+        if self.ledger is not None:
+            self.ledger.record_process(node, "etcd", daemon.pid)
+        self.daemons[node] = daemon

@@ -1,0 +1,244 @@
+"""`ZookeeperService`: a ZooKeeper 3.8 ensemble (Debian's package), one server per node.
+
+Debian's zkServer.sh ignores a custom config, so each server is started directly as
+`java -cp CONF:zookeeper.jar:slf4j-simple.jar QuorumPeerMain zoo.cfg`. The jar's manifest already
+names its dependencies (jute, netty, slf4j-api, ...); slf4j-simple is added so that the server
+logs (to stderr, i.e. the node's `zookeeper.log`) instead of falling back to slf4j's no-op.
+
+Config per server under `store/nodes/<node>/zookeeper/`: `zoo.cfg`, `data/myid`. tickTime is
+200 ms so sessions can be short: ZooKeeper negotiates session timeouts into
+[minSessionTimeout, maxSessionTimeout], here [2 ticks = 400 ms, 120 s], so a client's lease is
+granted as asked instead of being silently clamped. The AdminServer is off (it would want port
+8080) and the `ruok`/`srvr` four-letter words are whitelisted: readiness is `srvr` reporting
+`Mode: leader|follower|standalone` on every server, polled from the node itself with the
+system python3 (no nc needed; the same argv works on netns and ssh nodes).
+
+Capabilities: `Pausable`, `Killable` (SIGKILL; restart on the same data dir), `LogFiles`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from clusters.base import ClusterError, Daemon, Remote, RemoteError
+from clusters.etcd import ProcessLedger, stop_daemon
+
+log = logging.getLogger(__name__)
+
+JAVA = "/usr/bin/java"
+CLASSPATH_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+# Sends one four-letter word and prints the answer; argv: address port word.
+_FLW = (
+    "import socket,sys\n"
+    "s=socket.create_connection((sys.argv[1],int(sys.argv[2])),timeout=2)\n"
+    "s.sendall(sys.argv[3].encode())\n"
+    "b=b''\n"
+    "while True:\n"
+    "    d=s.recv(4096)\n"
+    "    if not d: break\n"
+    "    b+=d\n"
+    "sys.stdout.write(b.decode(errors='replace'))\n"
+)
+
+
+class ZookeeperService:
+    """A ZooKeeper ensemble of `nodes` servers. See the module docstring."""
+
+    name = "zookeeper"
+
+    def __init__(
+        self,
+        nodes: int = 3,
+        *,
+        client_port: int = 2181,
+        quorum_port: int = 2888,
+        election_port: int = 3888,
+        tick_ms: int = 200,
+        max_session_ms: int = 120_000,
+        heap_mb: int = 256,
+        ready_timeout_s: float = 60.0,
+        ledger: ProcessLedger | None = None,
+    ) -> None:
+        self.node_count = nodes
+        self.client_port = client_port
+        self.quorum_port = quorum_port
+        self.election_port = election_port
+        self.tick_ms = tick_ms
+        self.max_session_ms = max_session_ms
+        self.heap_mb = heap_mb
+        self.ready_timeout_s = ready_timeout_s
+        self.ledger = ledger
+        self.nodes: dict[str, Remote] = {}
+        self.store: Path | None = None
+        self.daemons: dict[str, Daemon] = {}
+        self.ready_s: float | None = None
+
+    # -- LockService
+
+    def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
+        if len(nodes) != self.node_count:
+            raise ClusterError(f"zookeeper: want {self.node_count} nodes, got {len(nodes)}")
+        self.nodes = dict(nodes)
+        self.store = store
+        t0 = time.monotonic()
+        for node in self.nodes:
+            self._configure(node)
+        for node in self.nodes:
+            self._start(node)
+        self.wait_ready(self.ready_timeout_s)
+        self.ready_s = time.monotonic() - t0
+        log.info("zookeeper: %d servers ready in %.2f s", len(self.nodes), self.ready_s)
+
+    def endpoints(self) -> list[str]:
+        return [f"{r.address}:{self.client_port}" for r in self.nodes.values()]
+
+    def teardown(self) -> None:
+        errors: list[str] = []
+        for node, daemon in list(self.daemons.items()):
+            try:
+                stop_daemon(self.nodes[node], daemon, signal.SIGTERM, wait_s=5.0)
+            except ClusterError as e:
+                errors.append(str(e))
+            else:
+                del self.daemons[node]
+        if errors:
+            raise ClusterError("zookeeper teardown: " + "; ".join(errors))
+
+    # -- Pausable, Killable, LogFiles
+
+    def pause(self, node: str) -> None:
+        self.nodes[node].signal(self._daemon(node).pid, signal.SIGSTOP)
+
+    def resume(self, node: str) -> None:
+        self.nodes[node].signal(self._daemon(node).pid, signal.SIGCONT)
+
+    def kill(self, node: str) -> None:
+        daemon = self.daemons.pop(node, None)
+        if daemon is not None:
+            stop_daemon(self.nodes[node], daemon, signal.SIGKILL, wait_s=5.0)
+
+    def restart(self, node: str) -> None:
+        """Start a killed server again on its data dir; returns once the JVM runs (it rejoins
+        the ensemble in the background: use `wait_ready` to wait for it)."""
+        if node in self.daemons and self.nodes[node].alive(self.daemons[node].pid):
+            return
+        self._start(node)
+
+    def log_files(self) -> dict[str, list[Path]]:
+        return {node: [self._node_dir(node) / "zookeeper.log"] for node in self.nodes}
+
+    # -- helpers
+
+    def four_letter(self, node: str, word: str, timeout_s: float = 3.0) -> str | None:
+        """Send a four-letter word to the server on node, from the node; None if unreachable."""
+        remote = self.nodes[node]
+        argv = ["python3", "-c", _FLW, remote.address, str(self.client_port), word]
+        try:
+            res = remote.run(argv, timeout_s=timeout_s, check=False)
+        except RemoteError:
+            return None
+        return res.stdout if res.returncode == 0 else None
+
+    def mode(self, node: str) -> str | None:
+        """`leader`, `follower`, `standalone`, or None while the server does not serve."""
+        out = self.four_letter(node, "srvr")
+        for line in (out or "").splitlines():
+            if line.startswith("Mode:"):
+                return line.split(":", 1)[1].strip()
+        return None
+
+    def wait_ready(self, timeout_s: float, nodes: list[str] | None = None) -> None:
+        """Wait until every server (or those named) serves as leader or follower."""
+        pending = list(nodes if nodes is not None else self.nodes)
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            pending = [n for n in pending if self.mode(n) not in ("leader", "follower")]
+            if not pending:
+                return
+            for n in pending:
+                if n in self.daemons and not self.nodes[n].alive(self.daemons[n].pid):
+                    raise ClusterError(
+                        f"zookeeper on {n} exited; see {self._node_dir(n)}/zookeeper.log"
+                    )
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"zookeeper not serving after {timeout_s} s on {', '.join(pending)}"
+                )
+            time.sleep(0.2)
+
+    def _daemon(self, node: str) -> Daemon:
+        if node not in self.daemons:
+            raise ClusterError(f"zookeeper: no running server on {node}")
+        return self.daemons[node]
+
+    def _node_dir(self, node: str) -> Path:
+        if self.store is None:
+            raise ClusterError("zookeeper: not set up")
+        return self.store / "nodes" / node
+
+    def _conf_dir(self, node: str) -> Path:
+        return self._node_dir(node) / "zookeeper"
+
+    def config(self, node: str) -> str:
+        """The zoo.cfg of the server on node."""
+        remote = self.nodes[node]
+        lines = [
+            f"tickTime={self.tick_ms}",
+            "initLimit=50",
+            "syncLimit=10",
+            f"dataDir={self._conf_dir(node) / 'data'}",
+            f"clientPort={self.client_port}",
+            f"clientPortAddress={remote.address}",
+            f"minSessionTimeout={2 * self.tick_ms}",
+            f"maxSessionTimeout={self.max_session_ms}",
+            "maxClientCnxns=0",
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=ruok,srvr,stat,mntr",
+            # Snapshots and logs are tiny in a test; purge nothing, keep it simple.
+            "autopurge.purgeInterval=0",
+        ]
+        for i, r in enumerate(self.nodes.values(), start=1):
+            lines.append(f"server.{i}={r.address}:{self.quorum_port}:{self.election_port}")
+        return "\n".join(lines) + "\n"
+
+    def _configure(self, node: str) -> None:
+        remote = self.nodes[node]
+        conf = self._conf_dir(node)
+        myid = list(self.nodes).index(node) + 1
+        remote.run(["mkdir", "-p", str(conf / "data")])
+        staging = conf / "zoo.cfg"
+        # Written here (the store is this host's) and put on the node at the same path.
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        staging.write_text(self.config(node))
+        remote.put_file(staging, str(conf / "zoo.cfg"))
+        (conf / "myid.staging").write_text(f"{myid}\n")
+        remote.put_file(conf / "myid.staging", str(conf / "data" / "myid"))
+
+    def _start(self, node: str) -> None:
+        remote = self.nodes[node]
+        conf = self._conf_dir(node)
+        argv = [
+            JAVA,
+            f"-Xmx{self.heap_mb}m",
+            "-XX:+UseSerialGC",  # fewer threads and less memory on a 2-core machine
+            "-Dzookeeper.jmx.log4j.disable=true",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
+            "-cp",
+            ":".join([str(conf), *CLASSPATH_JARS]),
+            MAIN,
+            str(conf / "zoo.cfg"),
+        ]
+        env = self.ledger.env() if self.ledger is not None else None
+        daemon = remote.start_daemon(
+            "zookeeper", argv, log=self._node_dir(node) / "zookeeper.log", env=env
+        )
+        if self.ledger is not None:
+            self.ledger.record_process(node, "zookeeper", daemon.pid)
+        self.daemons[node] = daemon
