@@ -1,0 +1,57 @@
+"""The `counter` check: no increment was lost (`lost-update`).
+
+The workload adds one to a key's value with every write, starting from 0, so a read that began
+after n writes to the key had been accepted must return at least n. Only the last ok read of each
+key is judged (the final read), and only when it returned an integer; indeterminate writes can
+only raise the value, so they never make a finding.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+
+from checker.base import CheckResult, Op, op_ref
+from checker.grants import Collector, seconds, who
+
+
+def counter(ops: Sequence[Op]) -> CheckResult:
+    """Find `lost-update`s."""
+    last_read: dict[str, Op] = {}
+    accepted: dict[str, list[tuple[int, Op]]] = {}
+    for op in ops:
+        if op.type != "ok" or op.value is None or op.end_time is None:
+            continue
+        if op.f == "read":
+            key = op.value.get("key")
+            if key is not None:
+                last_read[key] = op  # ops come in invoke order
+        elif op.f == "write":
+            key = op.value.get("key")
+            if key is not None:
+                accepted.setdefault(key, []).append((op.end_time, op))
+    found = Collector()
+    judged = 0
+    for key, read in last_read.items():
+        value = read.get("value")
+        if type(value) is not int:
+            continue
+        judged += 1
+        ws = accepted.get(key, [])
+        ws.sort(key=lambda w: w[0])
+        before = bisect_left(ws, read.time, key=lambda w: w[0])
+        if value < before:
+            last = ws[before - 1]
+            found.add(
+                read.time, "lost-update",
+                f'{who(read.process)}\'s last read of key "{key}" at {seconds(read.time)} '
+                f"returned {value}, but {before} writes to it (one increment each) had been "
+                f"accepted before that read began, the last at {seconds(last[0])}",
+                (op_ref(last[1]), op_ref(read)), key=key,
+            )
+    details = found.details()
+    details["keys_judged"] = judged
+    if judged == 0:
+        return CheckResult("counter", True, skipped="no key has a final read of an integer",
+                           details=details)
+    return CheckResult("counter", found.count == 0, found.reported(), details=details)

@@ -1,0 +1,102 @@
+"""The `fencing` check: tokens grow with every grant, and the resource never goes back.
+
+- `token-regression`: grants g1, g2 of one lock with g1.ok < g2.invoke and g2.token <= g1.token.
+- `stale-write-accepted`: accepted writes w1, w2 on one key with w1.ok < w2.invoke and
+  w2.token < w1.token.
+
+Both are one sweep per lock or key: the later operations in invoke order against the highest
+token among those that surely completed before each one began. Null tokens cannot be judged and
+are left out (counted in the details); with none at all the check says it skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from checker.base import CheckResult, Op, op_ref
+from checker.grants import Collector, Grant, GrantTable, build_grants, seconds, who
+
+
+def _regressions(table: GrantTable, found: Collector) -> tuple[int, int]:
+    by_lock: dict[str, list[Grant]] = {}
+    untokened = 0
+    for g in table.grants:
+        if g.token is None:
+            untokened += 1
+        else:
+            by_lock.setdefault(g.lock, []).append(g)
+    for lock, gs in by_lock.items():
+        by_ok = sorted(gs, key=lambda g: g.start)
+        j = 0
+        top: Grant | None = None
+        top_token = 0
+        for g2 in gs:  # already in invoke order
+            while j < len(by_ok) and by_ok[j].start < g2.acquire.time:
+                cand = by_ok[j]
+                if cand.token is not None and (top is None or cand.token > top_token):
+                    top, top_token = cand, cand.token
+                j += 1
+            if top is not None and g2.token is not None and g2.token <= top_token:
+                found.add(
+                    g2.start, "token-regression",
+                    f'{who(g2.process)} was granted lock "{lock}" at {seconds(g2.start)} with '
+                    f"token {g2.token}, not above token {top.token} granted to "
+                    f"{who(top.process)} at {seconds(top.start)}, before this acquire began",
+                    (top.ref, g2.ref), lock=lock,
+                )
+    return sum(len(v) for v in by_lock.values()), untokened
+
+
+def _stale_writes(ops: Sequence[Op], found: Collector) -> tuple[int, int]:
+    by_key: dict[str, list[tuple[int, int, int, Op]]] = {}
+    untokened = 0
+    for op in ops:
+        if op.f != "write" or op.type != "ok" or op.value is None:
+            continue
+        t = op.value.get("token")
+        if type(t) is not int:
+            untokened += 1
+            continue
+        key = op.value.get("key")
+        if key is None or op.end_time is None:
+            continue
+        by_key.setdefault(key, []).append((op.time, op.end_time, t, op))
+    for key, ws in by_key.items():
+        by_ok = sorted(ws, key=lambda w: w[1])
+        j = 0
+        top: tuple[int, int, int, Op] | None = None
+        for inv, end, t, w2 in ws:  # ops come in invoke order
+            while j < len(by_ok) and by_ok[j][1] < inv:
+                if top is None or by_ok[j][2] > top[2]:
+                    top = by_ok[j]
+                j += 1
+            if top is not None and t < top[2]:
+                found.add(
+                    end, "stale-write-accepted",
+                    f"{who(w2.process)}'s write with token {t} was accepted at {seconds(end)} "
+                    f"although the resource had already accepted token {top[2]} at "
+                    f"{seconds(top[1])} (from {who(top[3].process)})",
+                    (op_ref(top[3]), op_ref(w2)), key=key,
+                )
+    return sum(len(v) for v in by_key.values()), untokened
+
+
+def fencing(ops: Sequence[Op], *, max_drift: float = 0.01,
+            grants: GrantTable | None = None) -> CheckResult:
+    """Find `token-regression`s and `stale-write-accepted`s."""
+    table = grants if grants is not None else build_grants(ops, max_drift=max_drift)
+    found = Collector()
+    judged_grants, untokened_grants = _regressions(table, found)
+    judged_writes, untokened_writes = _stale_writes(ops, found)
+    details = found.details()
+    details.update(
+        grants_with_token=judged_grants, grants_without_token=untokened_grants,
+        writes_with_token=judged_writes, writes_without_token=untokened_writes,
+    )
+    if judged_grants == 0 and judged_writes == 0:
+        return CheckResult(
+            "fencing", True,
+            skipped="no fencing tokens in the history (the lock service gives none)",
+            details=details,
+        )
+    return CheckResult("fencing", found.count == 0, found.reported(), details=details)
