@@ -9,7 +9,9 @@ The ledger is an append-only JSONL file, one `{"kind", "name", ...}` object a li
 record. Each run also registers itself in a global index directory (`/run/fencecheck/runs/<run>`,
 a file holding the ledger's path), so `fencecheck teardown` finds killed runs without knowing
 their store. Processes started for a run also carry `FENCECHECK_RUN=<run>` in their environment
-(`Ledger.env()`), which closes the window between starting a process and recording its pid.
+(`Ledger.env()`), which closes the window between starting a process and recording its pid
+for processes that keep their environment (redis-server does not: it reuses the environ block
+for its process title, so it is found by its recorded pid, or with its namespace).
 
 Teardown undoes records in reverse order (LIFO: processes, then chains, then node namespaces,
 then the switch namespace), treats "already gone" as success, and gathers every error and raises
