@@ -1,0 +1,156 @@
+"""The Wing & Gong linearizability search with Lowe's memoization, as Porcupine does it.
+
+One history (of one partition) becomes a doubly linked list of call and return entries in history
+order. The search walks it: at a call it tries to linearize that op now (apply the model's step;
+if legal and the pair (set of linearized ops, new state) was never reached before, lift the op's
+entries out of the list and restart from the head); at a return of an op not yet linearized it has
+gone too far, and backtracks. The list, the stack and the cache are plain ints and tuples: the
+linearized set is an int used as a bitset, and states are hashable, so a configuration is one
+tuple in a set.
+
+Indeterminate ops have no return entry: they may be linearized at any point after their call, or
+never, and the search succeeds once every definite op is linearized. A deadline turns an unfinished
+search into "unknown", never into a pass.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from checker.linear.models import ILLEGAL, Call, Model
+
+_CHECK_EVERY: Final = 4096  # iterations between deadline checks
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One op of a partition, as the search sees it. Positions order all entries in time."""
+
+    call: Call
+    optional: bool
+    call_pos: int
+    return_pos: int | None  # None for an optional op
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """`order`: a full linearization (valid) or the longest linearizable prefix found before the
+    search failed (positions into the entries list). `failed`: the op whose return the search
+    could never get past (the latest point where every candidate order died), `state`: the model
+    state after `order`."""
+
+    valid: bool | Literal["unknown"]
+    order: tuple[int, ...]
+    failed: int | None
+    state: Any
+    explored: int
+
+
+def search(model: Model, entries: Sequence[Entry], deadline: float | None) -> SearchResult:
+    """Is there an order of `entries` that respects real time and that `model` accepts?"""
+    n = len(entries)
+    remaining = sum(1 for e in entries if not e.optional)
+    if remaining == 0:
+        return SearchResult(True, (), None, model.init, 0)
+
+    # Nodes: 0 is the head, 1..m the entries in history order, m + 1 the tail.
+    events: list[tuple[int, int, int]] = []  # (position, is_return, op)
+    for i, e in enumerate(entries):
+        events.append((e.call_pos, 0, i))
+        if e.return_pos is not None:
+            if e.return_pos <= e.call_pos:
+                raise ValueError(f"op {i} returns at {e.return_pos}, before its call")
+            events.append((e.return_pos, 1, i))
+    events.sort()
+    m = len(events)
+    tail = m + 1
+    nxt = [*range(1, m + 2), tail]
+    prv = [0, *range(0, m + 1)]
+    node_op = [-1] * (m + 2)
+    is_call = [False] * (m + 2)
+    match = [-1] * (m + 2)  # call node -> its return node, -1 for optional ops
+    call_node = [0] * n
+    for node, (_, is_return, op) in enumerate(events, start=1):
+        node_op[node] = op
+        if is_return:
+            match[call_node[op]] = node
+        else:
+            is_call[node] = True
+            call_node[op] = node
+
+    calls = [e.call for e in entries]
+    bits = [1 << i for i in range(n)]
+    optional = [e.optional for e in entries]
+    step = model.step
+    seen: set[tuple[int, Any]] = set()
+    stack_nodes: list[int] = []
+    stack_states: list[Any] = []
+    state: Any = model.init
+    linearized = 0
+    deepest = -1
+    best_order: list[int] = []
+    best_state: Any = state
+    ticks = 0
+
+    node = nxt[0]
+    while True:
+        ticks += 1
+        if deadline is not None and ticks % _CHECK_EVERY == 0 and time.monotonic() > deadline:
+            return SearchResult("unknown", (), None, model.init, len(seen))
+        if is_call[node]:
+            op = node_op[node]
+            new_state = step(state, calls[op])
+            if new_state is not ILLEGAL:
+                new_lin = linearized | bits[op]
+                key = (new_lin, new_state)
+                if key not in seen:
+                    seen.add(key)
+                    stack_nodes.append(node)
+                    stack_states.append(state)
+                    state = new_state
+                    linearized = new_lin
+                    # lift: unlink the call, then its return (unlift relinks in reverse order)
+                    p, q = prv[node], nxt[node]
+                    nxt[p] = q
+                    prv[q] = p
+                    r = match[node]
+                    if r >= 0:
+                        p, q = prv[r], nxt[r]
+                        nxt[p] = q
+                        prv[q] = p
+                    if not optional[op]:
+                        remaining -= 1
+                        if remaining == 0:
+                            order = tuple(node_op[x] for x in stack_nodes)
+                            return SearchResult(True, order, None, state, len(seen))
+                    node = nxt[0]
+                    continue
+            node = nxt[node]
+            continue
+        # A return of an op not linearized yet (or the tail): this branch is dead.
+        if node > deepest and node != tail:
+            deepest = node
+            best_order = stack_nodes[:]
+            best_state = state
+        if not stack_nodes:
+            break
+        node = stack_nodes.pop()
+        state = stack_states.pop()
+        op = node_op[node]
+        linearized ^= bits[op]
+        if not optional[op]:
+            remaining += 1
+        r = match[node]
+        if r >= 0:
+            nxt[prv[r]] = r
+            prv[nxt[r]] = r
+        nxt[prv[node]] = node
+        prv[nxt[node]] = node
+        node = nxt[node]
+
+    order = tuple(node_op[x] for x in best_order)
+    failed = node_op[deepest] if deepest > 0 else None
+    return SearchResult(False, order, failed, best_state, len(seen))
