@@ -1,0 +1,226 @@
+"""Tests of workloads/redlock_clients.py against five real redis-server masters on loopback
+addresses: quorum, refusal without it, the validity check (including a worker SIGSTOPped between
+its node requests), renew and release, for both the reference client and pottery's Redlock."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from clusters.local import LocalRemote
+from clusters.redis import RedisService
+from workloads.base import DefiniteFailure, Grant
+from workloads.redlock_clients import PotteryRedlockClient, RedlockRefClient, RefHandle
+
+
+def free_port(addresses: list[str]) -> int:
+    for _ in range(100):
+        port = random.randint(20000, 40000)
+        try:
+            for a in addresses:
+                with socket.socket() as s:
+                    s.bind((a, port))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port")
+
+
+@pytest.fixture
+def masters(tmp_path: Path) -> Iterator[RedisService]:
+    # A random third octet keeps concurrent test sessions off each other's addresses.
+    net = random.randint(100, 250)
+    nodes = {f"m{i}": LocalRemote(f"m{i}", f"127.0.{net}.{i}") for i in range(1, 6)}
+    svc = RedisService(port=free_port([n.address for n in nodes.values()]))
+    try:
+        svc.setup(nodes, tmp_path / "store")
+        yield svc
+    finally:
+        svc.teardown()
+
+
+def options(svc: RedisService, **extra: Any) -> dict[str, Any]:
+    return {"endpoints": svc.endpoints(), "op_timeout_s": 0.5, **extra}
+
+
+def values(svc: RedisService, key: str) -> list[str | None]:
+    out: list[str | None] = []
+    for ep in svc.endpoints():
+        host, port = ep.split(":")
+        r = redis.Redis(
+            host=host,
+            port=int(port),
+            socket_timeout=1,
+            decode_responses=True,
+            retry=Retry(NoBackoff(), 0),  # redis-py would back off for seconds on a dead master
+        )
+        try:
+            v = r.get(key)
+            out.append(None if v is None else str(v))
+        except redis.ConnectionError:
+            out.append("<down>")
+        finally:
+            r.close()
+    return out
+
+
+def test_ref_grants_on_a_quorum_and_excludes_others(masters: RedisService) -> None:
+    a, b = RedlockRefClient(options(masters)), RedlockRefClient(options(masters))
+    try:
+        g = a.acquire("L", 5000, 1.0)
+        assert g.token is None and isinstance(g.handle, RefHandle)
+        assert values(masters, g.handle.key) == [g.handle.owner] * 5
+        with pytest.raises(DefiniteFailure) as e:
+            b.acquire("L", 5000, 0.0)
+        assert e.value.error == "held"
+        with pytest.raises(DefiniteFailure, match="timeout"):
+            b.acquire("L", 5000, 0.2)
+        a.release(g)
+        assert values(masters, g.handle.key) == [None] * 5
+        g2 = b.acquire("L", 5000, 0.0)
+        with pytest.raises(DefiniteFailure, match="not-owner"):
+            a.release(g)  # releasing an old grant must not touch the new holder's keys
+        assert values(masters, g2.handle.key) == [g2.handle.owner] * 5
+    finally:
+        a.close()
+        b.close()
+
+
+def test_ref_needs_a_majority_of_masters(masters: RedisService) -> None:
+    c = RedlockRefClient(options(masters, node_timeout_s=0.2))
+    try:
+        masters.kill("m1")
+        masters.kill("m2")
+        g = c.acquire("L", 5000, 0.0)  # 3 of 5 is a quorum
+        c.release(g)
+        masters.kill("m3")
+        with pytest.raises(DefiniteFailure) as e:
+            c.acquire("L", 5000, 0.0)
+        assert e.value.error == "no-quorum"
+        # The two masters that said yes were cleaned up again.
+        assert values(masters, "fc:lock:L")[3:] == [None, None]
+    finally:
+        c.close()
+
+
+def test_ref_validity_check_throws_away_a_slow_acquisition(masters: RedisService) -> None:
+    slow = RedlockRefClient(options(masters, on_node_request=lambda i: time.sleep(0.06)))
+    other = RedlockRefClient(options(masters))
+    try:
+        with pytest.raises(DefiniteFailure) as e:
+            slow.acquire("L", 200, 0.0)  # five requests take > 0.3 s, the lease is 0.2 s
+        assert e.value.error == "validity-expired"
+        assert values(masters, "fc:lock:L") == [None] * 5
+        other.release(other.acquire("L", 200, 0.0))  # nothing left behind that blocks others
+        g = slow.acquire("L", 2000, 0.0)  # the same delays fit in a 2 s lease
+        slow.release(g)
+    finally:
+        slow.close()
+        other.close()
+
+
+_PAUSED_WORKER = """
+import json, os, signal, sys
+from workloads.base import DefiniteFailure
+from workloads.redlock_clients import RedlockRefClient
+
+def hook(i):
+    if i == 2:
+        os.kill(os.getpid(), signal.SIGSTOP)  # as a GC pause would, between node requests
+
+c = RedlockRefClient({"endpoints": json.loads(sys.argv[1]), "on_node_request": hook})
+try:
+    c.acquire("L", 300, 0.0)
+    print("granted")
+except DefiniteFailure as e:
+    print(e.error)
+"""
+
+
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_ref_worker_paused_between_node_requests_gets_no_grant(masters: RedisService) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_WORKER, json.dumps(masters.endpoints())],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not _stopped(proc.pid):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.01)
+        assert values(masters, "fc:lock:L")[:2] != [None, None]  # it got two nodes so far
+        time.sleep(0.5)  # past the 300 ms lease
+        os.kill(proc.pid, signal.SIGCONT)
+        out, _ = proc.communicate(timeout=20)
+        assert out.strip() == "validity-expired"
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+
+
+def test_ref_renew_extends_and_fails_once_lost(masters: RedisService) -> None:
+    c = RedlockRefClient(options(masters))
+    try:
+        g = c.acquire("L", 300, 0.0)
+        g2 = c.renew(g, 5000)
+        assert g2.lease_ms == 5000 and g2.handle == g.handle
+        time.sleep(0.4)  # the original lease would have run out
+        assert values(masters, g.handle.key) == [g.handle.owner] * 5
+        c.release(g2)
+        with pytest.raises(DefiniteFailure, match="not-owner"):
+            c.renew(g2, 5000)
+    finally:
+        c.close()
+
+
+def test_pottery_redlock_acquires_renews_releases(masters: RedisService) -> None:
+    a, b = PotteryRedlockClient(options(masters)), PotteryRedlockClient(options(masters))
+    try:
+        g = a.acquire("P", 5000, 1.0)
+        assert isinstance(g, Grant) and g.token is None
+        key = g.handle.key
+        assert all(v is not None for v in values(masters, key))
+        with pytest.raises(DefiniteFailure):
+            b.acquire("P", 5000, 0.0)
+        a.renew(g, 5000)
+        a.release(g)
+        assert values(masters, key) == [None] * 5
+        with pytest.raises(DefiniteFailure, match="not-owner"):
+            a.release(g)
+        b.release(b.acquire("P", 5000, 0.0))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_pottery_redlock_refuses_without_a_majority(masters: RedisService) -> None:
+    c = PotteryRedlockClient(options(masters, node_timeout_s=0.2))
+    try:
+        for m in ("m1", "m2", "m3"):
+            masters.kill(m)
+        with pytest.raises(DefiniteFailure):
+            c.acquire("P", 5000, 0.0)
+    finally:
+        c.close()
