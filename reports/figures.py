@@ -1,0 +1,344 @@
+"""Plotly figures of a run report, built as plain dicts (plotly's JSON schema).
+
+Building dicts rather than `plotly.graph_objects` skips per-trace validation, which is what keeps
+200,000 ops well under the report's time budget. Three figures share the x axis (seconds) and the
+fault shading: the timeline (one lane per process, a nemesis lane on top), latency per f, and
+throughput. Past `AGG_OPS` client ops the figures aggregate: accepted reads and writes are counted
+in the throughput plot instead of drawn one by one, latency becomes p50/p99 per time bin, and
+traces switch to WebGL.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from checker.base import NEMESIS, Op
+from reports.timeline import (
+    NS,
+    Interval,
+    Lanes,
+    Window,
+    latencies_ms,
+    percentile,
+)
+
+AGG_OPS = 5000
+FAULT_COLOURS = ("#d69e2e", "#805ad5", "#dd6b20", "#319795", "#d53f8c", "#718096")
+F_COLOURS = {
+    "acquire": "#2b6cb0",
+    "renew": "#4299e1",
+    "release": "#805ad5",
+    "read": "#2f855a",
+    "write": "#dd6b20",
+}
+TYPE_COLOURS = {"ok": "#38a169", "fail": "#e53e3e", "info": "#a0aec0"}
+
+
+def esc(value: Any) -> str:
+    """Text for plotly hover labels, which render a subset of HTML: escape everything."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if len(text) > 200:
+        text = text[:200] + "…"
+    return html.escape(text, quote=True)
+
+
+def r6(x: float) -> float:
+    return round(x, 6)
+
+
+def fault_colour(faults: Sequence[str], fault: str) -> str:
+    return FAULT_COLOURS[faults.index(fault) % len(FAULT_COLOURS)]
+
+
+def shapes(windows: Sequence[Window], faults: Sequence[str]) -> list[dict[str, Any]]:
+    """Fault windows shaded across the whole height of a plot."""
+    return [
+        {
+            "type": "rect",
+            "xref": "x",
+            "yref": "paper",
+            "x0": r6(w.start_s),
+            "x1": r6(w.end_s),
+            "y0": 0,
+            "y1": 1,
+            "fillcolor": fault_colour(faults, w.fault),
+            "opacity": 0.15,
+            "line": {"width": 0},
+            "layer": "below",
+        }
+        for w in windows
+    ]
+
+
+def _segments(
+    items: Iterable[tuple[float, float, float, str]],
+) -> tuple[list[float | None], list[float | None], list[str | None]]:
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    texts: list[str | None] = []
+    for x0, x1, y, text in items:
+        xs += [r6(x0), r6(x1), None]
+        ys += [y, y, None]
+        texts += [text, text, None]
+    return xs, ys, texts
+
+
+def _interval_trace(
+    name: str, ivs: Sequence[Interval], lanes: Lanes, colour: str, width: int, gl: bool, kind: str
+) -> dict[str, Any]:
+    xs, ys, texts = _segments(
+        (
+            iv.start_s,
+            iv.end_s,
+            lanes.of.get(iv.process, 0) + 1,
+            f"{kind} lock {esc(iv.lock)} by p{esc(iv.process)} token {esc(iv.token)}<br>"
+            f"{iv.start_s:.3f}–{iv.end_s:.3f} s (acquire #{iv.index})",
+        )
+        for iv in ivs
+    )
+    return {
+        "type": "scattergl" if gl else "scatter",
+        "mode": "lines",
+        "name": name,
+        "x": xs,
+        "y": ys,
+        "text": texts,
+        "hoverinfo": "text",
+        "line": {"color": colour, "width": width},
+        "connectgaps": False,
+    }
+
+
+def _op_label(op: Op) -> str:
+    parts = [f"#{op.index} p{esc(op.process)} {esc(op.f)} {op.type}"]
+    if op.value:
+        parts.append(esc(op.value))
+    if op.error:
+        parts.append("error: " + esc(op.error))
+    end = "?" if op.end_time is None else f"{op.end_time / NS:.4f}"
+    parts.append(f"{op.time / NS:.4f}–{end} s")
+    return "<br>".join(parts)
+
+
+def _io_class(op: Op) -> str:
+    if op.type == "ok":
+        return "accepted" if op.f == "write" else "ok"
+    if op.type == "fail":
+        return "rejected by fence" if op.error == "stale-token" else "failed"
+    return "unknown"
+
+
+IO_STYLE = {
+    ("write", "accepted"): ("#2f855a", "diamond"),
+    ("write", "rejected by fence"): ("#c53030", "x"),
+    ("write", "failed"): ("#dd6b20", "diamond-open"),
+    ("write", "unknown"): ("#718096", "diamond-open"),
+    ("read", "ok"): ("#2b6cb0", "circle"),
+    ("read", "rejected by fence"): ("#c53030", "circle-x"),
+    ("read", "failed"): ("#dd6b20", "circle-open"),
+    ("read", "unknown"): ("#718096", "circle-open"),
+}
+
+
+def timeline_figure(
+    ops: Sequence[Op],
+    lanes: Lanes,
+    surely: Sequence[Interval],
+    possibly: Sequence[Interval],
+    windows: Sequence[Window],
+    faults: Sequence[str],
+    highlight: set[int],
+) -> dict[str, Any]:
+    """One lane per process (y = lane + 1), the nemesis lane at y = 0."""
+    n_client = sum(1 for op in ops if op.process != NEMESIS)
+    big = n_client > AGG_OPS
+    traces: list[dict[str, Any]] = [
+        _interval_trace(
+            "possibly held", possibly, lanes, "rgba(66,153,225,0.35)", 14, big, "possibly"
+        ),
+        _interval_trace("surely held", surely, lanes, "#2c5282", 6, big, "surely"),
+    ]
+    by_class: dict[tuple[str, str], list[Op]] = defaultdict(list)
+    marks: list[Op] = []
+    for op in ops:
+        if op.process == NEMESIS:
+            continue
+        if op.index in highlight:
+            marks.append(op)
+        if op.f in ("read", "write"):
+            cls = _io_class(op)
+            if big and cls in ("ok", "accepted"):
+                continue  # counted in the throughput plot instead
+            by_class[(op.f, cls)].append(op)
+    for (f, cls), style in IO_STYLE.items():
+        group = by_class.get((f, cls))
+        if not group:
+            continue
+        traces.append(_markers(f"{f} {cls}", group, lanes, style[0], style[1], 8, big))
+    for w in windows:
+        colour = fault_colour(faults, w.fault)
+        xs, ys, texts = _segments(
+            [(w.start_s, w.end_s, 0, f"{esc(w.fault)} {w.start_s:.3f}–{w.end_s:.3f} s")]
+        )
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"fault: {w.fault}",
+                "legendgroup": f"fault-{w.fault}",
+                "showlegend": w is next(x for x in windows if x.fault == w.fault),
+                "x": xs,
+                "y": ys,
+                "text": texts,
+                "hoverinfo": "text",
+                "line": {"color": colour, "width": 12},
+            }
+        )
+    if marks:
+        traces.append(_markers("in a violation", marks, lanes, "#e53e3e", "circle-open", 18, False))
+    n_lanes = len(lanes.labels) + 1
+    height = min(1600, max(260, 24 * n_lanes + 140))
+    return {
+        "data": traces,
+        "layout": {
+            "height": height,
+            "margin": {"l": 110, "r": 20, "t": 30, "b": 40},
+            "xaxis": {"title": {"text": "time (s)"}, "zeroline": False},
+            "yaxis": {
+                "tickvals": list(range(n_lanes)),
+                "ticktext": ["nemesis", *lanes.labels],
+                "autorange": "reversed",
+                "zeroline": False,
+                "fixedrange": True,
+            },
+            "shapes": shapes(windows, faults),
+            "hovermode": "closest",
+            "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+        },
+    }
+
+
+def _markers(
+    name: str, ops: Sequence[Op], lanes: Lanes, colour: str, symbol: str, size: int, gl: bool
+) -> dict[str, Any]:
+    return {
+        "type": "scattergl" if gl else "scatter",
+        "mode": "markers",
+        "name": name,
+        "x": [r6((op.end_time if op.end_time is not None else op.time) / NS) for op in ops],
+        "y": [lanes.of.get(op.process, 0) + 1 for op in ops],
+        "text": [_op_label(op) for op in ops],
+        "customdata": [op.index for op in ops],
+        "hoverinfo": "text",
+        "marker": {
+            "color": colour,
+            "symbol": symbol,
+            "size": size,
+            "line": {"color": colour, "width": 2},
+        },
+    }
+
+
+def bin_width(duration_s: float, target_bins: int = 120) -> float:
+    """A round bin width giving about target_bins bins."""
+    raw = max(duration_s, 1e-3) / target_bins
+    for unit in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60):
+        if raw <= unit:
+            return unit
+    return 60.0 * round(raw / 60.0 + 0.5)
+
+
+def latency_figure(
+    ops: Sequence[Op], windows: Sequence[Window], faults: Sequence[str], duration_s: float
+) -> dict[str, Any]:
+    lat = latencies_ms(ops)
+    big = sum(len(v) for v in lat.values()) > AGG_OPS
+    traces: list[dict[str, Any]] = []
+    width = bin_width(duration_s)
+    for f in sorted(lat, key=lambda f: (f not in F_COLOURS, f)):
+        colour = F_COLOURS.get(f, "#4a5568")
+        points = lat[f]
+        if not big:
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": f,
+                    "x": [r6(t) for t, _ in points],
+                    "y": [r6(ms) for _, ms in points],
+                    "marker": {"color": colour, "size": 5, "opacity": 0.7},
+                    "hovertemplate": "%{y:.2f} ms at %{x:.3f} s<extra>" + esc(f) + "</extra>",
+                }
+            )
+            continue
+        bins: dict[int, list[float]] = defaultdict(list)
+        for t, ms in points:
+            bins[int(t // width)].append(ms)
+        keys = sorted(bins)
+        xs = [r6((k + 0.5) * width) for k in keys]
+        for q, dash in ((0.5, "solid"), (0.99, "dot")):
+            ys = [percentile(sorted(bins[k]), q) for k in keys]
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": f"{f} p{int(q * 100)}",
+                    "x": xs,
+                    "y": ys,
+                    "line": {"color": colour, "dash": dash},
+                }
+            )
+    return {
+        "data": traces,
+        "layout": {
+            "height": 320,
+            "margin": {"l": 60, "r": 20, "t": 30, "b": 40},
+            "xaxis": {"title": {"text": "time (s)"}},
+            "yaxis": {"title": {"text": "latency (ms)"}, "type": "log"},
+            "shapes": shapes(windows, faults),
+            "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+        },
+    }
+
+
+def throughput_figure(
+    ops: Sequence[Op], windows: Sequence[Window], faults: Sequence[str], duration_s: float
+) -> dict[str, Any]:
+    """Client op completions per second by completion type, stacked."""
+    width = bin_width(duration_s)
+    counts: dict[str, dict[int, int]] = {t: defaultdict(int) for t in ("ok", "fail", "info")}
+    for op in ops:
+        if op.process == NEMESIS:
+            continue
+        t = op.end_time if op.end_time is not None else op.time
+        counts[op.type][int(t / NS // width)] += 1
+    n_bins = int(duration_s // width) + 1
+    xs = [r6((k + 0.5) * width) for k in range(n_bins)]
+    traces = [
+        {
+            "type": "bar",
+            "name": t,
+            "x": xs,
+            "y": [r6(counts[t].get(k, 0) / width) for k in range(n_bins)],
+            "marker": {"color": TYPE_COLOURS[t]},
+            "hovertemplate": "%{y:.1f} ops/s<extra>" + t + "</extra>",
+        }
+        for t in ("ok", "fail", "info")
+    ]
+    return {
+        "data": traces,
+        "layout": {
+            "height": 280,
+            "barmode": "stack",
+            "bargap": 0,
+            "margin": {"l": 60, "r": 20, "t": 30, "b": 40},
+            "xaxis": {"title": {"text": "time (s)"}},
+            "yaxis": {"title": {"text": "ops/s"}},
+            "shapes": shapes(windows, faults),
+            "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+        },
+    }

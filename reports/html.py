@@ -1,0 +1,278 @@
+"""The per-run HTML report: `write_report(run_dir)` writes `run_dir/report.html`.
+
+jinja2 (autoescape on) renders `templates/report.html.j2`; plotly draws the figures of
+`reports.figures` in the browser. The page fetches nothing from the network: plotly's JS comes from
+the installed plotly package, written once per store to `<store>/_static/` (next to the report for a
+run outside a store) and referenced by a relative path, so a store can be moved or served as is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from checker.base import NEMESIS, Op
+from reports import figures
+from reports.rundata import RunData, load_run, store_of
+from reports.timeline import (
+    NS,
+    assign_lanes,
+    availability,
+    fault_windows,
+    held_intervals,
+    history_end_ns,
+)
+
+log = logging.getLogger(__name__)
+
+TEMPLATES = Path(__file__).parent / "templates"
+STATIC = Path(__file__).parent / "static"
+VIOLATION_KEYS = ("check", "kind", "lock", "key", "ops", "explanation")
+
+
+@cache
+def env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def script_json(data: Any) -> str:
+    """JSON safe inside <script>: no `</script>`, `<!--` or line separators can break out."""
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False, default=str)
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def plotly_js(target_dir: Path) -> Path:
+    """plotly's minified JS from the installed package, written once into target_dir."""
+    import plotly
+    from plotly.offline import get_plotlyjs
+
+    path = target_dir / f"plotly-{plotly.__version__}.min.js"
+    if not path.is_file():
+        target_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, get_plotlyjs())
+        log.debug("wrote %s", path)
+    return path
+
+
+def static_text(name: str) -> str:
+    return (STATIC / name).read_text(encoding="utf-8")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str)
+
+
+def _op_row(op: Op | None, ref: dict[str, Any]) -> dict[str, Any]:
+    """A violation's op for the template: what the history says, located on the timeline."""
+    t0 = (op.time if op else int(ref.get("time") or 0)) / NS
+    end = op.end_time if op is not None else None
+    t1 = end / NS if end is not None else t0
+    return {
+        "index": ref.get("index"),
+        "process": _fmt(ref.get("process")),
+        "f": op.f if op else _fmt(ref.get("f", "")),
+        "type": op.type if op else "",
+        "token": _fmt(ref.get("token")),
+        "value": _fmt(op.value) if op and op.value is not None else "",
+        "error": (op.error or "") if op else "",
+        "t0": t0,
+        "t1": t1,
+    }
+
+
+def _extras(v: dict[str, Any], by_index: dict[int, Op]) -> list[dict[str, Any]]:
+    """A violation's other fields (e.g. a linearizability counterexample) for display: op indexes
+    become timeline links, the rest is shown as JSON text."""
+    out: list[dict[str, Any]] = []
+    for k, val in v.items():
+        if k in VIOLATION_KEYS:
+            continue
+        if (k == "time" or k.endswith("_ns")) and isinstance(val, int | float):
+            out.append({"name": k, "ops": None, "text": f"{val / NS:.4f} s"})
+            continue
+        refs = _as_refs(val, names_ops=any(w in k for w in ("op", "prefix", "index")))
+        if refs is not None:
+            ops = [_op_row(by_index.get(i), {"index": i, **r}) for i, r in refs]
+            out.append({"name": k, "ops": ops, "text": None})
+        else:
+            out.append({"name": k, "ops": None, "text": _fmt(val)})
+    return out
+
+
+def _as_refs(val: Any, names_ops: bool) -> list[tuple[int, dict[str, Any]]] | None:
+    """Op references in a value: dicts with an "index", or bare indexes under a key that names
+    ops (e.g. a counterexample's "prefix")."""
+    items = val if isinstance(val, list) else [val]
+    if not items:
+        return None
+    refs: list[tuple[int, dict[str, Any]]] = []
+    for item in items:
+        if names_ops and isinstance(item, int) and not isinstance(item, bool):
+            refs.append((item, {}))
+        elif isinstance(item, dict) and isinstance(item.get("index"), int):
+            refs.append((item["index"], item))
+        else:
+            return None
+    return refs
+
+
+def _cards(violations: Sequence[dict[str, Any]], by_index: dict[int, Op]) -> list[dict[str, Any]]:
+    cards = []
+    for n, v in enumerate(violations):
+        refs = [r for r in v.get("ops") or [] if isinstance(r, dict)]
+        rows = [_op_row(by_index.get(r.get("index", -1)), r) for r in refs]
+        extras = _extras(v, by_index)
+        spans = rows + [o for e in extras if e["ops"] for o in e["ops"]]
+        cards.append(
+            {
+                "n": n + 1,
+                "kind": _fmt(v.get("kind", "?")),
+                "check": _fmt(v.get("check", "")),
+                "where": (
+                    f"lock {_fmt(v['lock'])}"
+                    if "lock" in v
+                    else f"key {_fmt(v['key'])}" if "key" in v else ""
+                ),
+                "explanation": _fmt(v.get("explanation", "")),
+                "ops": rows,
+                "extras": extras,
+                "t0": min((o["t0"] for o in spans), default=0.0),
+                "t1": max((o["t1"] for o in spans), default=0.0),
+            }
+        )
+    return cards
+
+
+def _checks(results: dict[str, Any] | None) -> list[dict[str, Any]]:
+    rows = []
+    checks = (results or {}).get("checks") or {}
+    for name, c in checks.items():
+        if not isinstance(c, dict):
+            continue
+        details = {
+            k: _fmt(v) for k, v in c.items() if k not in ("valid", "violations", "skipped")
+        }
+        rows.append(
+            {
+                "name": name,
+                "valid": _fmt(c.get("valid")),
+                "violations": len(c.get("violations") or []),
+                "skipped": _fmt(c.get("skipped") or ""),
+                "details": details,
+            }
+        )
+    return rows
+
+
+def _relative(target: Path, start: Path) -> str:
+    return Path(os.path.relpath(target, start)).as_posix()
+
+
+def render_report(run: RunData, plotly_src: str) -> str:
+    """The report page of a run, with plotly's JS at the relative URL plotly_src."""
+    ops = run.ops
+    by_index = {op.index: op for op in ops}
+    violations = run.violations
+    cards = _cards(violations, by_index)
+    highlight = {
+        o["index"] for c in cards for o in c["ops"] if isinstance(o["index"], int)
+    }
+    windows = fault_windows(ops)
+    faults = sorted({w.fault for w in windows})
+    duration_s = history_end_ns(ops) / NS
+    lanes = assign_lanes(ops)
+    surely, possibly = held_intervals(ops)
+    n_client = sum(1 for op in ops if op.process != NEMESIS)
+    figs = {
+        "timeline": figures.timeline_figure(
+            ops, lanes, surely, possibly, windows, faults, highlight
+        ),
+        "latency": figures.latency_figure(ops, windows, faults, duration_s),
+        "throughput": figures.throughput_figure(ops, windows, faults, duration_s),
+    }
+    test = run.test
+    config = run.config
+    versions = test.get("versions") if isinstance(test.get("versions"), dict) else {}
+    verdict = run.verdict
+    kinds = Counter(c["kind"] for c in cards)
+    context = {
+        "title": run.name,
+        "run_id": _fmt(test.get("run_id", run.run_dir.name)),
+        "run_dir_name": run.run_dir.name,
+        "started": _fmt(test.get("started", "")),
+        "duration_s": test.get("duration_s"),
+        "exit_code": test.get("exit_code"),
+        "verdict": verdict,
+        "kinds": sorted(kinds.items()),
+        "cards": cards,
+        "n_ops": len(ops),
+        "n_client": n_client,
+        "aggregated": n_client > figures.AGG_OPS,
+        "n_lanes": len(lanes.labels),
+        "n_processes": len(lanes.of),
+        "history_s": duration_s,
+        "windows": windows,
+        "grants": len(possibly),
+        "availability": availability(ops, windows),
+        "checks": _checks(run.results),
+        "stats": {k: _fmt(v) for k, v in ((run.results or {}).get("stats") or {}).items()},
+        "config": {k: _fmt(v) for k, v in config.items()},
+        "seed": _fmt(config.get("seed", test.get("seed", ""))),
+        "versions": {k: _fmt(v) for k, v in (versions or {}).items()},
+        "logs": [p.as_posix() for p in run.logs],
+        "files": [
+            f for f in ("history.jsonl", "results.json", "test.json") if (run.run_dir / f).is_file()
+        ],
+        "plotly_src": plotly_src,
+        "css": static_text("report.css"),
+        "js": static_text("report.js"),
+        "data_json": script_json({"figures": figs}),
+    }
+    return env().get_template("report.html.j2").render(context)
+
+
+def write_report(run_dir: Path) -> Path:
+    """Render run_dir/report.html from its history and results; returns its path."""
+    run = load_run(run_dir)
+    store = store_of(run.run_dir)
+    js = plotly_js(store / "_static" if store is not None else run.run_dir)
+    out = run.run_dir / "report.html"
+    write_atomic(out, render_report(run, _relative(js, run.run_dir)))
+    log.info("wrote %s", out)
+    return out
