@@ -1,0 +1,178 @@
+"""Tests of workloads/redis_clients.py against a real redis-server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.workloads.conftest import Server, StartServer, free_port
+from workloads.base import DefiniteFailure, Grant, Indeterminate, LockClient
+from workloads.redis_clients import RedisPyClient, SetnxClient
+
+KINDS = [SetnxClient, RedisPyClient]
+
+
+def options(server: Server, timeout_s: float = 2.0) -> dict[str, Any]:
+    return {"endpoints": [server.address], "op_timeout_s": timeout_s}
+
+
+def name() -> str:
+    return f"lock-{uuid.uuid4().hex[:8]}"
+
+
+def test_setnx_tokens_strictly_increase(redis_server: Server) -> None:
+    a, b = SetnxClient(options(redis_server)), SetnxClient(options(redis_server))
+    try:
+        lock, tokens = name(), []
+        for i in range(20):
+            client = a if i % 2 else b
+            grant = client.acquire(lock, 1000, 1.0)
+            assert isinstance(grant.token, int)
+            tokens.append(grant.token)
+            client.release(grant)
+        assert tokens == sorted(set(tokens)) and tokens[0] >= 1
+        # tokens are per lock: another lock starts its own counter
+        other = a.acquire(name(), 1000, 1.0)
+        assert other.token == 1
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_second_acquire_fails_definitely_after_its_timeout(
+    redis_server: Server, kind: type[LockClient]
+) -> None:
+    a, b = kind(options(redis_server)), kind(options(redis_server))  # type: ignore[call-arg]
+    try:
+        lock = name()
+        grant = a.acquire(lock, 5000, 1.0)
+        t = time.monotonic()
+        with pytest.raises(DefiniteFailure) as e:
+            b.acquire(lock, 5000, 0.3)
+        assert e.value.error == "timeout"
+        # redis-py's Lock gives up one poll early when the next poll would be past the timeout
+        assert 0.3 - 0.01 <= time.monotonic() - t < 1.0
+        a.release(grant)
+        b.release(b.acquire(lock, 5000, 0.3))
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_acquire_waits_for_a_lease_to_expire(redis_server: Server, kind: type[LockClient]) -> None:
+    a, b = kind(options(redis_server)), kind(options(redis_server))  # type: ignore[call-arg]
+    try:
+        lock = name()
+        a.acquire(lock, 200, 1.0)
+        t = time.monotonic()
+        b.acquire(lock, 200, 2.0)
+        assert 0.1 <= time.monotonic() - t < 1.0
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_renew_extends_the_lease(redis_server: Server, kind: type[LockClient]) -> None:
+    a, b = kind(options(redis_server)), kind(options(redis_server))  # type: ignore[call-arg]
+    try:
+        lock = name()
+        grant = a.acquire(lock, 300, 1.0)
+        time.sleep(0.2)
+        grant = a.renew(grant, 300)
+        time.sleep(0.2)  # 0.4 s after the acquire: past the first lease, inside the renewed one
+        with pytest.raises(DefiniteFailure):
+            b.acquire(lock, 300, 0.0)
+        time.sleep(0.2)
+        b.acquire(lock, 300, 0.0)  # the renewed lease ran out
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_renew_and_release_by_a_non_owner_are_refused(
+    redis_server: Server, kind: type[LockClient]
+) -> None:
+    a, b = kind(options(redis_server)), kind(options(redis_server))  # type: ignore[call-arg]
+    try:
+        lock = name()
+        stale = a.acquire(lock, 100, 1.0)
+        time.sleep(0.15)
+        held = b.acquire(lock, 5000, 1.0)
+        with pytest.raises(DefiniteFailure) as e:
+            a.renew(stale, 5000)
+        assert e.value.error == "not-owner"
+        with pytest.raises(DefiniteFailure) as e:
+            a.release(stale)
+        assert e.value.error == "not-owner"
+        with pytest.raises(DefiniteFailure):
+            a.acquire(lock, 100, 0.0)  # b still holds it: the refusals changed nothing
+        b.release(held)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_setnx_release_with_a_foreign_owner_value_is_refused(redis_server: Server) -> None:
+    a = SetnxClient(options(redis_server))
+    try:
+        lock = name()
+        grant = a.acquire(lock, 5000, 1.0)
+        with pytest.raises(DefiniteFailure, match="not-owner"):
+            a.release(Grant(lock, grant.token, 5000, handle="someone-else"))
+        a.release(grant)
+    finally:
+        a.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_connection_refused_is_definite(kind: type[LockClient]) -> None:
+    client = kind({"endpoints": [f"127.0.0.1:{free_port()}"], "op_timeout_s": 1})  # type: ignore[call-arg]
+    t = time.monotonic()
+    with pytest.raises(DefiniteFailure) as e:
+        client.acquire(name(), 1000, 1.0)
+    assert e.value.error == "connection-refused"
+    assert time.monotonic() - t < 0.5  # no retries with backoff
+    client.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_paused_server_is_indeterminate_after_one_attempt(
+    start_redis: StartServer, kind: type[LockClient]
+) -> None:
+    server = start_redis()
+    client = kind(options(server, timeout_s=0.5))  # type: ignore[call-arg]
+    admin = server.admin()
+    try:
+        client.release(client.acquire(name(), 1000, 1.0))  # the connection is up
+        admin.config_resetstat()
+        lock = name()
+        server.pause()
+        t = time.monotonic()
+        with pytest.raises(Indeterminate) as e:
+            client.acquire(lock, 60_000, 5.0)
+        elapsed = time.monotonic() - t
+        server.resume()
+        assert e.value.error == "timeout"
+        # redis-py's default (10 retries with backoff) would take several times as long
+        assert 0.5 <= elapsed < 1.2
+        time.sleep(0.2)
+        stats = admin.info("commandstats")
+        # redis-py's Lock acquires with a plain SET; ours with a script (whose SET counts too)
+        counted = "cmdstat_set" if kind is RedisPyClient else "cmdstat_eval"
+        assert stats[counted]["calls"] == 1, stats
+        # the request the client gave up on did take effect: that is why it is `info`
+        assert admin.exists(f"fc:lock:{lock}") == 1
+        # the next operation reconnects and is answered
+        with pytest.raises(DefiniteFailure):
+            client.acquire(lock, 1000, 0.0)
+    finally:
+        server.resume()
+        admin.close()
+        client.close()
