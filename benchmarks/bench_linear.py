@@ -13,6 +13,7 @@ Run: `.venv/bin/python benchmarks/bench_linear.py [--ops 10000] [--processes 10]
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import random
 import sys
@@ -103,7 +104,7 @@ def bench_etcd() -> None:
         if i == 95 or not path.is_file():
             continue  # etcd_095 is empty: the cluster never started
         ops = load_any(path)
-        dt, res = _timed(lambda ops=ops: check_linearizable(ops, "cas-register", 60))
+        dt, res = _timed(functools.partial(check_linearizable, ops, "cas-register", 60))
         total += dt
         if dt > worst:
             worst, worst_name = dt, path.name
@@ -116,7 +117,7 @@ def bench_etcd() -> None:
 def bench_mutex(n_ops: int, processes: int, seed: int) -> None:
     for plant in (False, True):
         ops = mutex_history(n_ops, processes, seed, plant)
-        dt, res = _timed(lambda ops=ops: check_linearizable(ops, "mutex", 600))
+        dt, res = _timed(functools.partial(check_linearizable, ops, "mutex", 600))
         tracemalloc.start()
         check_linearizable(ops, "mutex", 600)
         _, peak = tracemalloc.get_traced_memory()
