@@ -1,0 +1,210 @@
+"""`ZkClient`: ZooKeeper locks with kazoo's `Lock` recipe; the token is the lock node's czxid.
+
+The lease is the ZooKeeper session: the client opens its session with timeout = lease_ms (the
+ensemble must allow it: clusters/zookeeper.py sets maxSessionTimeout to 120 s and
+minSessionTimeout to 400 ms, so shorter leases get a longer real session, never a shorter one).
+The lock node is ephemeral, so it is deleted when the session expires, and the next waiter (the
+lowest sequence number) is granted. A later grant's node was created later, so its czxid (the
+zxid of the creating transaction) is higher: tokens strictly increase.
+
+renew: ZooKeeper has no explicit lease extension; kazoo's own thread pings the server every
+third of the timeout, which keeps the session, and so the lock, alive while the worker process
+runs (a SIGSTOPped worker pings nothing, exactly like a GC pause). `renew` confirms the grant:
+one `exists` on the lock node. A node with our czxid means the lock is still ours, and since the
+server heard from us after the invoke, the session cannot expire before invoke + timeout. A
+missing node is DefiniteFailure("lock-lost"); a client not connected sends nothing and is
+DefiniteFailure("not-connected") (the lease was surely not extended); a timeout is Indeterminate.
+
+release: delete our lock node (what the recipe's release does, minus swallowing "no node", which
+here is the answer: the lock was no longer ours, DefiniteFailure("lock-lost")).
+
+No hidden retries. kazoo's retry counts are odd: `max_tries=1` means one attempt (0 would be
+unlimited). `command_retry` and the recipe's internal retry get one attempt; `connection_retry`
+keeps reconnecting *the session's transport* to another server, which re-sends nothing (a
+request in flight when the connection drops fails with ConnectionLoss, recorded as info) and is
+what keeps a ZooKeeper session (the lease) alive across a server crash.
+
+acquire timeout: kazoo's recipe deletes its node on LockTimeout. As in the etcd client, the
+acquire reads the owner (lowest contender) first; if, after the timeout, our node is gone and the
+same owner node is still there, our node (created later, a higher sequence) was never the
+lowest: DefiniteFailure("timeout"). A connection loss during the acquire is Indeterminate.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+from kazoo.recipe.lock import Lock
+from kazoo.retry import KazooRetry
+
+from workloads.base import DefiniteFailure, Grant, Indeterminate
+
+log = logging.getLogger(__name__)
+
+LOCK_ROOT = "/fc/locks/"
+_SEQ = re.compile(r"-lock-(\d{10})$")
+
+
+def lock_path(lock: str) -> str:
+    return LOCK_ROOT + lock
+
+
+@dataclass(frozen=True, slots=True)
+class ZkHandle:
+    """Grant.handle of a ZooKeeper grant."""
+
+    recipe: Any  # the kazoo Lock that holds it
+    path: str  # full path of our lock node
+    session_id: int
+
+
+def _owner(children: list[str]) -> str | None:
+    """The contender with the lowest sequence number, as the recipe orders them."""
+    contenders = [(m.group(1), c) for c in children if (m := _SEQ.search(c))]
+    return min(contenders)[1] if contenders else None
+
+
+class ZkClient:
+    """LockClient over kazoo's Lock recipe. Options: `endpoints`, `op_timeout_s`, optional
+    `worker` (which server to try first)."""
+
+    name = "zookeeper"
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        endpoints = list(options["endpoints"])
+        if not endpoints:
+            raise ValueError("zookeeper: no endpoints")
+        start = int(options.get("worker", 0)) % len(endpoints)
+        self.hosts = ",".join(endpoints[start:] + endpoints[:start])
+        self.op_timeout_s = float(options.get("op_timeout_s", 2.0))
+        self.zk: KazooClient | None = None
+        self.session_ms: int | None = None
+        self.ensured: set[str] = set()
+
+    # -- session
+
+    def _client(self, lease_ms: int) -> KazooClient:
+        """A connected client whose session timeout is lease_ms; DefiniteFailure if none."""
+        if self.zk is not None and self.session_ms != lease_ms:
+            self._stop()
+        if self.zk is None:
+            zk = KazooClient(
+                hosts=self.hosts,
+                timeout=lease_ms / 1000.0,
+                randomize_hosts=False,
+                connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=1.5, max_delay=1.0),
+                command_retry=KazooRetry(max_tries=1),
+            )
+            try:
+                zk.start(timeout=self.op_timeout_s)
+            except KazooTimeoutError as e:
+                zk.stop()
+                zk.close()
+                raise DefiniteFailure("connection-refused", f"{self.hosts}: {e}") from None
+            self.zk, self.session_ms = zk, lease_ms
+        if self.zk.state != KazooState.CONNECTED:
+            raise DefiniteFailure("not-connected", f"session state {self.zk.state}")
+        return self.zk
+
+    def _stop(self) -> None:
+        if self.zk is not None:
+            try:
+                self.zk.stop()
+                self.zk.close()
+            except KazooException as e:  # closing a broken client must not mask the op
+                log.debug("zookeeper: close: %s", e)
+            self.zk = None
+
+    def _get(self, async_result: Any) -> Any:
+        """Wait for an async kazoo call at most op_timeout_s (kazoo's sync calls never time
+        out while the client is reconnecting)."""
+        return async_result.get(timeout=self.op_timeout_s)
+
+    # -- LockClient
+
+    def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
+        zk = self._client(lease_ms)
+        path = lock_path(lock)
+        try:
+            if path not in self.ensured:
+                self._get(zk.ensure_path_async(path))
+                self.ensured.add(path)
+            before = _owner(self._get(zk.get_children_async(path)))
+        except (KazooException, KazooTimeoutError) as e:
+            raise DefiniteFailure("unavailable", f"before locking: {e!r}") from None
+        recipe = Lock(zk, path)
+        # One attempt: the recipe's own retry is unlimited by default.
+        recipe._retry = KazooRetry(max_tries=1, ignore_expire=False)
+        try:
+            got = recipe.acquire(blocking=True, timeout=timeout_s)
+        except LockTimeout as e:
+            raise self._timed_out(zk, recipe, path, before, e) from None
+        except (KazooException, KazooTimeoutError) as e:
+            raise Indeterminate("connection-lost", f"acquire: {e!r}") from None
+        if not got:  # the recipe swallowed a ConnectionLoss/OperationTimeout and cleaned up
+            raise Indeterminate("connection-lost", "acquire: retry failed")
+        node = f"{path}/{recipe.node}"
+        try:
+            stat = self._get(zk.exists_async(node))
+        except (KazooException, KazooTimeoutError) as e:
+            raise Indeterminate("token-unknown", f"granted, then exists failed: {e!r}") from None
+        if stat is None:
+            raise Indeterminate("lock-lost", "granted, but the node was gone before its token")
+        return Grant(lock, int(stat.czxid), lease_ms, ZkHandle(recipe, node, zk.client_id[0]))
+
+    def _timed_out(
+        self, zk: KazooClient, recipe: Lock, path: str, before: str | None, e: Exception
+    ) -> Exception:
+        try:
+            children = self._get(zk.get_children_async(path))
+            ours = [c for c in children if c.startswith(recipe.prefix)]
+            for c in ours:  # the recipe's cleanup is best effort
+                self._get(zk.delete_async(f"{path}/{c}"))
+            if ours:
+                children = self._get(zk.get_children_async(path))
+        except (KazooException, KazooTimeoutError) as e2:
+            return Indeterminate("timeout", f"{e}; cleanup failed: {e2!r}")
+        if before is not None and before in children:
+            return DefiniteFailure("timeout", f"held by {before} throughout")
+        return Indeterminate("timeout", str(e))
+
+    def renew(self, grant: Grant, lease_ms: int) -> Grant:
+        handle = _handle(grant)
+        if self.zk is None or self.zk.state != KazooState.CONNECTED:
+            raise DefiniteFailure("not-connected", "no connected session")
+        try:
+            stat = self._get(self.zk.exists_async(handle.path))
+        except (KazooException, KazooTimeoutError) as e:
+            raise Indeterminate("timeout", f"exists: {e!r}") from None
+        if stat is None or stat.czxid != grant.token:
+            raise DefiniteFailure("lock-lost", f"{handle.path} is gone")
+        return Grant(grant.lock, grant.token, lease_ms, handle)
+
+    def release(self, grant: Grant) -> None:
+        handle = _handle(grant)
+        if self.zk is None or self.zk.state != KazooState.CONNECTED:
+            raise DefiniteFailure("not-connected", "no connected session")
+        handle.recipe.is_acquired = False
+        try:
+            self._get(self.zk.delete_async(handle.path))
+        except NoNodeError:
+            raise DefiniteFailure("lock-lost", f"{handle.path} was already gone") from None
+        except (KazooException, KazooTimeoutError) as e:
+            raise Indeterminate("timeout", f"delete: {e!r}") from None
+
+    def close(self) -> None:
+        self._stop()
+
+
+def _handle(grant: Grant) -> ZkHandle:
+    if not isinstance(grant.handle, ZkHandle):
+        raise DefiniteFailure("not-owner", "not a zookeeper grant")
+    return grant.handle
