@@ -13,6 +13,10 @@ their store. Processes started for a run also carry `FENCECHECK_RUN=<run>` in th
 for processes that keep their environment (redis-server does not: it reuses the environ block
 for its process title, so it is found by its recorded pid, or with its namespace).
 
+The ledger's first record names its owner (the controller's pid and start time): `teardown_all`
+skips runs whose owner is still alive, so `fencecheck teardown --all` never pulls the network
+from under a test running in another terminal (`force=True` does).
+
 Teardown undoes records in reverse order (LIFO: processes, then chains, then node namespaces,
 then the switch namespace), treats "already gone" as success, and gathers every error and raises
 them together at the end (pytest SetupState style) rather than stopping at the first.
@@ -78,6 +82,9 @@ class Ledger:
                 f.write(f"{path.resolve()}\n")
                 f.flush()
                 os.fsync(f.fileno())
+        # Who runs this run: `teardown_all` leaves runs alone whose owner is still alive.
+        me = os.getpid()
+        self.record("owner", "controller", pid=me, start=_start_time(me))
 
     def record(self, kind: str, name: str, **fields: Any) -> None:
         """Append one record and fsync it; call this before creating the resource."""
@@ -172,6 +179,7 @@ register_undo("process", _undo_process)
 register_undo("chain", _undo_chain)
 register_undo("veth", _undo_veth)
 register_undo("dir", lambda rec: None)  # the store is kept: it holds the evidence
+register_undo("owner", lambda rec: None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,9 +366,30 @@ def known_runs(index: Path = RUN_INDEX) -> list[str]:
     return sorted(p.name for p in index.iterdir()) if index.exists() else []
 
 
-def teardown_all(index: Path = RUN_INDEX, *, orphans: bool = True) -> list[str]:
+def live_owner(run_id: str, index: Path = RUN_INDEX) -> int | None:
+    """The pid of a still-running process that owns the run (made its ledger), if any.
+    Looks in `index` and in the global index, so a test's private index cannot hide a live
+    run of someone else."""
+    for idx in {index, RUN_INDEX}:
+        entry = idx / run_id
+        if not entry.exists():
+            continue
+        for path in entry.read_text().splitlines():
+            for rec in read_records(Path(path)):
+                if rec.get("kind") != "owner" or rec.get("start") is None:
+                    continue
+                pid = int(rec["pid"])
+                if pid != os.getpid() and _start_time(pid) == rec["start"]:
+                    return pid
+    return None
+
+
+def teardown_all(
+    index: Path = RUN_INDEX, *, orphans: bool = True, force: bool = False
+) -> list[str]:
     """Tear down every run in the index and, with `orphans`, every namespace whose name
-    matches our scheme (fc-<run>-<node>) though its run is not in the index."""
+    matches our scheme (fc-<run>-<node>) though its run is not in the index. A run whose
+    owner process is still alive is someone's live test: it is skipped unless `force`."""
     errors: list[str] = []
     removed: list[str] = []
     runs = set(known_runs(index))
@@ -370,6 +399,10 @@ def teardown_all(index: Path = RUN_INDEX, *, orphans: bool = True) -> list[str]:
             if m:
                 runs.add(m.group(1))
     for run in sorted(runs):
+        owner = None if force else live_owner(run, index)
+        if owner is not None:
+            log.info("run %s is live (pid %d): left alone", run, owner)
+            continue
         try:
             removed += teardown_run(run, index)
         except TeardownError as e:

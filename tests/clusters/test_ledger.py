@@ -58,8 +58,9 @@ def test_records_and_index(tmp_path: Path, run_id: str) -> None:
     led.record("netns", f"fc-{run_id}-n1", node="n1")
     led.record("dir", "/x")
     lines = (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()
-    assert [json.loads(x)["kind"] for x in lines] == ["netns", "dir"]
-    assert led.records()[0] == {"kind": "netns", "name": f"fc-{run_id}-n1", "run": run_id,
+    assert [json.loads(x)["kind"] for x in lines] == ["owner", "owner", "netns", "dir"]
+    assert led.records()[0]["pid"] == os.getpid()
+    assert led.records()[2] == {"kind": "netns", "name": f"fc-{run_id}-n1", "run": run_id,
                                 "node": "n1"}
     assert (index / run_id).read_text().splitlines() == [str((tmp_path / "run" /
                                                              "ledger.jsonl").resolve())]
@@ -67,7 +68,7 @@ def test_records_and_index(tmp_path: Path, run_id: str) -> None:
     # A crash mid-write leaves a torn last line: everything before it still counts.
     with open(led.path, "a") as f:
         f.write('{"kind": "proc')
-    assert len(led.records()) == 2
+    assert len(led.records()) == 4
     assert led.env() == {ENV_MARKER: run_id}
 
 
@@ -123,6 +124,42 @@ def test_teardown_all_covers_every_indexed_run(
     assert len(teardown_all(index, orphans=False)) == 2
     assert all(gone(p) for p in pids)
     assert known_runs(index) == []
+
+
+OWNER = """
+import subprocess, sys, time
+from pathlib import Path
+from clusters.ledger import Ledger
+run_id, tmp = sys.argv[1], Path(sys.argv[2])
+led = Ledger(tmp / "ledger.jsonl", run_id, index=tmp / "index")
+p = subprocess.Popen(["sleep", "60"])
+led.record_process("n1", "sleeper", p.pid)
+print(p.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_teardown_all_leaves_live_runs_alone(
+    tmp_path: Path, run_id: str, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    owner = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(OWNER), run_id, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).parents[2],
+    )
+    procs.append(owner)
+    assert owner.stdout is not None
+    pid = int(owner.stdout.readline())
+    try:
+        assert teardown_all(tmp_path / "index", orphans=False) == []
+        assert not gone(pid)
+        owner.kill()
+        owner.wait()
+        assert len(teardown_all(tmp_path / "index", orphans=False)) == 1
+        assert gone(pid)
+    finally:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 CRASHER = """

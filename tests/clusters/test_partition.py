@@ -1,0 +1,181 @@
+"""Tests of partitions: the shapes as pure functions (properties over node counts and seeds),
+and, in namespaces, that a drop really blocks traffic and heal restores it."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import networkx as nx
+import pytest
+
+from clusters.base import ClusterError, NemesisOp
+from clusters.netns import NetnsRuntime
+from clusters.partition import (
+    IptablesNet,
+    PartitionNemesis,
+    bridge,
+    client_isolate,
+    describe,
+    halves,
+    majorities_ring,
+    one_node,
+    reach_graph,
+)
+from clusters.redis import RedisService
+
+NODES = {n: [f"n{i}" for i in range(1, n + 1)] for n in range(1, 8)}
+SEEDS = range(12)
+
+
+def heard(grudge: dict[str, frozenset[str]], nodes: list[str], a: str) -> set[str]:
+    """What a hears, itself included."""
+    return {b for b in nodes if b not in grudge.get(a, frozenset())}
+
+
+def symmetric(grudge: dict[str, frozenset[str]]) -> bool:
+    return all(a in grudge.get(b, frozenset()) for a, d in grudge.items() for b in d)
+
+
+@pytest.mark.parametrize("n", range(2, 8))
+@pytest.mark.parametrize("seed", SEEDS)
+def test_one_node(n: int, seed: int) -> None:
+    nodes = NODES[n]
+    g = one_node(nodes, random.Random(seed))
+    lone = [a for a in nodes if heard(g, nodes, a) == {a}]
+    assert len(lone) == (2 if n == 2 else 1)  # with two nodes, both are alone
+    assert all(g[a] == {lone[0]} for a in nodes if a != lone[0])
+    assert symmetric(g)
+
+
+@pytest.mark.parametrize("n", range(2, 8))
+@pytest.mark.parametrize("seed", SEEDS)
+def test_halves(n: int, seed: int) -> None:
+    nodes = NODES[n]
+    g = halves(nodes, random.Random(seed))
+    sides = {frozenset(heard(g, nodes, a)) for a in nodes}
+    assert sorted(len(s) for s in sides) == sorted({n // 2 + 1, n - (n // 2 + 1)} - {0})
+    assert frozenset().union(*sides) == frozenset(nodes)
+    assert symmetric(g)
+
+
+@pytest.mark.parametrize("n", range(3, 8))
+@pytest.mark.parametrize("seed", SEEDS)
+def test_majorities_ring(n: int, seed: int) -> None:
+    nodes = NODES[n]
+    g = majorities_ring(nodes, random.Random(seed))
+    views = [frozenset(heard(g, nodes, a)) for a in nodes]
+    assert all(len(v) == n // 2 + 1 for v in views)  # each hears a majority, itself included
+    assert len(set(views)) == n  # no two the same majority
+    if n >= 5:
+        assert any(g.values())  # really a partition
+
+
+@pytest.mark.parametrize("n", range(3, 8))
+@pytest.mark.parametrize("seed", SEEDS)
+def test_bridge(n: int, seed: int) -> None:
+    nodes = NODES[n]
+    g = bridge(nodes, random.Random(seed))
+    middle = [a for a in nodes if not g[a]]
+    assert len(middle) == 1
+    assert all(middle[0] not in g[a] for a in nodes)
+    rest = reach_graph(g, nodes)
+    rest.remove_node(middle[0])
+    parts = [len(c) for c in nx.weakly_connected_components(rest)]
+    assert sorted(parts) == sorted([n // 2, n - n // 2 - 1])
+    assert symmetric(g)
+
+
+def test_shapes_are_seeded_and_order_free() -> None:
+    a = halves(["n1", "n2", "n3", "n4", "n5"], random.Random(7))
+    b = halves(["n5", "n4", "n3", "n2", "n1"], random.Random(7))
+    assert a == b
+    assert {str(sorted(halves(NODES[5], random.Random(s)).items())) for s in SEEDS} != {str(a)}
+
+
+def test_too_few_nodes() -> None:
+    with pytest.raises(ClusterError, match="at least 3"):
+        majorities_ring(["n1", "n2"], random.Random(0))
+    with pytest.raises(ClusterError, match="at least 2"):
+        one_node(["n1"], random.Random(0))
+
+
+def test_client_isolate_both_ways() -> None:
+    g = client_isolate("c1", ["n1", "n2"], "r1")
+    assert g == {"c1": {"n1", "n2"}, "n1": {"c1"}, "n2": {"c1"}}
+    g = client_isolate("c1", ["n1", "n2"], "r1", cut="resource")
+    assert g == {"c1": {"r1"}, "r1": {"c1"}}
+    assert describe(g) == {"c1": ["r1"], "r1": ["c1"]}
+
+
+# --- integration ------------------------------------------------------------------------------
+
+CONNECT = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3])).close()
+    print("ok")
+except OSError as e:
+    print(type(e).__name__)
+"""
+
+
+def reach(rt: NetnsRuntime, src: str, dst: str, timeout_s: float = 0.3) -> str:
+    argv = [sys.executable, "-c", CONNECT, rt.address(dst), "6379", str(timeout_s)]
+    return rt.remote(src).run(argv).stdout.strip()
+
+
+@pytest.mark.netns
+def test_drop_blocks_and_heal_restores(runtime: NetnsRuntime) -> None:
+    cluster = runtime.setup(["n1", "n2", "r1"], ["c1"])
+    svc = RedisService(ledger=runtime.ledger)
+    remotes = {**cluster.servers, "c1": runtime.remote("c1")}
+    net = IptablesNet(remotes, runtime.run_id, runtime.ledger)
+    try:
+        svc.setup(cluster.servers, runtime.store)
+        net.heal()  # before any drop: nothing to do
+        assert reach(runtime, "c1", "n1") == "ok"
+        # An established connection must be cut too, not only new ones.
+        keep = runtime.remote("c1").spawn(
+            ["redis-cli", "-h", runtime.address("n1"), "-p", "6379", "-i", "0.05", "-r", "-1",
+             "ping"]
+        )
+        net.drop(client_isolate("c1", ["n1", "n2"], "r1"))
+        assert net.rules("n1") == [f"-A FC-{runtime.run_id} -s 10.77.0.5/32 -j DROP"]
+        assert reach(runtime, "c1", "n1") == "TimeoutError"
+        assert reach(runtime, "c1", "n2") == "TimeoutError"
+        assert reach(runtime, "c1", "r1") == "ok"  # the resource stays reachable
+        assert reach(runtime, "n2", "n1") == "ok"
+        net.heal()
+        net.heal()  # idempotent
+        assert net.rules("n1") == []
+        assert reach(runtime, "c1", "n1") == "ok"
+        keep.kill()
+        keep.wait()
+        # The chains were recorded before they were made.
+        chains = [r for r in runtime.ledger.records() if r["kind"] == "chain"]
+        assert {r["node"] for r in chains} == {"c1", "n1", "n2"}
+    finally:
+        net.heal()
+        svc.teardown()
+
+
+@pytest.mark.netns
+def test_partition_nemesis_ops(runtime: NetnsRuntime) -> None:
+    cluster = runtime.setup(["n1", "n2", "n3", "r1"], ["c1", "c2"])
+    nem = PartitionNemesis(
+        cluster, ["n1", "n2", "n3"], "r1", ledger=runtime.ledger, rng=random.Random(3)
+    )
+    assert nem.net.run_id == runtime.run_id  # found from the namespaces
+    try:
+        for _ in range(4):
+            out = nem.invoke(NemesisOp("start-partition", {"holder": "c1", "clients": ["c1"]}))
+            assert out["shape"] in ("one-node", "halves", "majorities-ring", "bridge",
+                                    "client-isolate")
+            assert out["grudge"]
+            a, dropped = next(iter(out["grudge"].items()))
+            assert reach(runtime, a, dropped[0]) == "TimeoutError"
+            assert nem.invoke(NemesisOp("stop-partition")) == {"healed": True}
+            assert reach(runtime, a, dropped[0]) in ("ok", "ConnectionRefusedError")
+    finally:
+        nem.heal()
