@@ -32,11 +32,11 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited with {proc.returncode}")
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             return
         time.sleep(0.02)
-    raise RuntimeError(f"{proc.args} did not listen on {port} in {timeout_s} s")
+    raise RuntimeError(f"{proc.args!r} did not listen on {port} in {timeout_s} s")
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
