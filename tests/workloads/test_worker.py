@@ -4,7 +4,6 @@ worker processes against redis-server and the fenced store (log shape, SIGTERM, 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import signal
 import subprocess
