@@ -66,9 +66,10 @@ def _check_key(key: str, ws: list[_W], found: Collector) -> None:
         tk = wa1.op.get("token")
         found.add(
             wa2.inv, "interleaved-writes",
-            f'{who(wa1.op.process)} wrote key "{key}" ({tok(tk if type(tk) is int else None)}) '
-            f"at {seconds(wa1.ok)} and again at {seconds(wa2.inv)} under the same grant, and "
-            f"in between {who(wb.op.process)}'s write under another grant was accepted "
+            f'{who(wa1.op.process)}\'s writes to key "{key}" under one grant of lock '
+            f'"{wa1.op.get("lock")}" ({tok(tk if type(tk) is int else None)}) completed at '
+            f"{seconds(wa1.ok)} and began again at {seconds(wa2.inv)}, and in between "
+            f"{who(wb.op.process)}'s write under another grant was accepted "
             f"({seconds(wb.inv)} to {seconds(wb.ok)})",
             (op_ref(wa1.op), op_ref(wb.op), op_ref(wa2.op)), key=key,
         )

@@ -15,10 +15,12 @@ from checker.grants import Collector, Grant, GrantTable, build_grants, seconds, 
 
 def _ending(g: Grant) -> str:
     if g.ended_by == "lease":
-        return f"its lease ran until at least {seconds(g.end)}"
+        return f"until {seconds(g.end)}, when its lease could first have run out"
     if g.ended_by == "nothing":
-        return "nothing in the history ended it"
-    return f"it was held until its {g.ended_by} was invoked at {seconds(g.end)}"
+        return "and nothing in the history ends it (no release, no lease)"
+    if g.ended_by == "release-by-token":
+        return f"until {seconds(g.end)}, when a release with its token was invoked"
+    return f"until {seconds(g.end)}, when {who(g.process)} invoked its next {g.ended_by}"
 
 
 def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
@@ -39,7 +41,7 @@ def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
                     g.start, "double-grant",
                     f'{who(g.process)} was granted lock "{lock}" ({tok(g.token)}) at '
                     f"{seconds(g.start)} while {who(reach.process)}'s grant ({tok(reach.token)}) "
-                    f"from {seconds(reach.start)} was surely still held: {_ending(reach)}",
+                    f"from {seconds(reach.start)} was surely held {_ending(reach)}",
                     (reach.ref, g.ref), lock=lock,
                 )
             if reach is None or g.end > reach.end:
