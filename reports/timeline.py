@@ -1,11 +1,11 @@
 """What a run report draws, computed from ops: lock intervals, lanes, fault windows, tables.
 
 Pure functions over `checker.base.Op`s, times in seconds since the run started.
-- surely-held: DESIGN.md's grant interval (from the grant's ok to the earliest of the process's
-  next release/acquire invoke and the last ok acquire-or-renew invoke + lease_ms*(1-max_drift)).
+- surely-held: the checker's grant interval (`checker.grants`, DESIGN.md): from the grant's ok
+  to the earliest of the process's next release/acquire invoke and the lease's surely-held end.
 - possibly-held: from the acquire's invoke to the release's completion, or to the latest moment the
-  lease could last (last ok/unknown acquire-or-renew completion + lease_ms), or to the end of the
-  history when unknown. A failed acquire holds nothing.
+  lease could last (last ok/unknown acquire-or-renew completion + lease), or to the end of the
+  history when unknown (lease_ms*(1+max_drift), for clock drift). A failed acquire holds nothing.
 - fault windows: from a nemesis `start-<fault>` completion to the matching `stop-<fault>`
   completion (or the end of the history).
 """
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checker.base import NEMESIS, Op, Process
+from checker.grants import build_grants
 
 NS = 1e9
 CLIENT_FS = ("acquire", "renew", "release", "read", "write")
@@ -67,7 +68,6 @@ def _lease_ns(op: Op) -> float | None:
 class _Held:
     acquire: Op
     lease_ns: float | None
-    last_ok_invoke: int  # basis of the surely-held lease end
     possible_basis: int  # latest completion of an ok/unknown acquire or renew
 
 
@@ -80,28 +80,17 @@ def held_intervals(
     possibly: list[Interval] = []
     state: dict[tuple[Process, str], _Held] = {}
 
-    def close(h: _Held, surely_end: float, release: Op | None) -> None:
+    def close(h: _Held, release: Op | None) -> None:
         acq = h.acquire
         lock = str(acq.get("lock"))
         token = acq.get("token")
         token = token if isinstance(token, int) else None
-        lease_end_possible = (
-            h.possible_basis + h.lease_ns if h.lease_ns is not None else float(end_ns)
-        )
-        p_end = lease_end_possible
+        p_end = float(end_ns)
+        if h.lease_ns is not None:
+            p_end = min(p_end, h.possible_basis + h.lease_ns * (1 + max_drift))
         if release is not None and release.ok and release.end_time is not None:
             p_end = min(p_end, release.end_time)
-        p_end = min(p_end, float(end_ns))
         possibly.append(Interval(acq.process, lock, token, acq.time / NS, p_end / NS, acq.index))
-        if acq.ok and acq.end_time is not None:
-            s_end = surely_end
-            if h.lease_ns is not None:
-                s_end = min(s_end, h.last_ok_invoke + h.lease_ns * (1 - max_drift))
-            s_end = min(s_end, float(end_ns))
-            if s_end > acq.end_time:
-                surely.append(
-                    Interval(acq.process, lock, token, acq.end_time / NS, s_end / NS, acq.index)
-                )
 
     for op in ops:
         if op.process == NEMESIS or op.f not in ("acquire", "renew", "release"):
@@ -110,23 +99,29 @@ def held_intervals(
         h = state.get(key)
         if op.f == "acquire":
             if h is not None:
-                close(state.pop(key), float(op.time), None)
+                close(state.pop(key), None)
             if op.type != "fail":
                 done = op.end_time if op.end_time is not None else end_ns
-                state[key] = _Held(op, _lease_ns(op), op.time, done)
+                state[key] = _Held(op, _lease_ns(op), done)
         elif h is None:
             continue
         elif op.f == "renew":
-            if op.ok:
-                h.last_ok_invoke = op.time
-                h.lease_ns = _lease_ns(op) if _lease_ns(op) is not None else h.lease_ns
+            if op.ok and _lease_ns(op) is not None:
+                h.lease_ns = _lease_ns(op)
             if op.type != "fail":
                 done = op.end_time if op.end_time is not None else end_ns
                 h.possible_basis = max(h.possible_basis, done)
         else:  # release
-            close(state.pop(key), float(op.time), op)
+            close(state.pop(key), op)
     for h in state.values():
-        close(h, float(end_ns), None)
+        close(h, None)
+    # Surely-held intervals are the checker's own, so the picture matches the verdict.
+    for g in build_grants(ops, max_drift=max_drift).grants:
+        s_end = min(g.end, float(end_ns))
+        if s_end > g.start:
+            surely.append(
+                Interval(g.process, str(g.lock), g.token, g.start / NS, s_end / NS, g.acquire.index)
+            )
     return surely, possibly
 
 

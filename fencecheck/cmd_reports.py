@@ -1,0 +1,102 @@
+"""The report commands of the CLI: `report`, `compare` and `serve` (see `register`).
+
+Bad input (a directory that is not a run, a malformed history, an unwritable output) is one clear
+line on stderr and exit code 3, never a traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from checker.base import CheckerError
+from reports.rundata import ReportError
+
+BAD_INPUT = 3
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _fail(message: str) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    raise typer.Exit(BAD_INPUT)
+
+
+def _oserror(e: OSError) -> str:
+    where = f"{e.filename}: " if e.filename else ""
+    return where + (e.strerror or str(e))
+
+
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory holding history.jsonl")],
+) -> None:
+    """Write RUN_DIR/report.html (plotly's JS goes to the store's _static/)."""
+    from reports.html import write_report
+
+    try:
+        path = write_report(run_dir)
+    except (ReportError, CheckerError) as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(_oserror(e))
+    out.print(str(path), markup=False)
+
+
+def compare(
+    paths: Annotated[list[Path], typer.Argument(help="stores or run directories")],
+    out_dir: Annotated[Path, typer.Option("--out", help="where compare.html/.csv go")] = Path(
+        "compare"
+    ),
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="also write JUnit XML, one case per run")
+    ] = None,
+) -> None:
+    """Compare runs: a matrix of backend × client × resource × nemesis × fencing."""
+    from reports.compare import compare as do_compare
+    from reports.junit import write_junit
+    from reports.rundata import find_runs
+
+    try:
+        html_path, csv_path = do_compare(paths, out_dir)
+        if junit is not None:
+            write_junit(find_runs(paths), junit, suite="fencecheck")
+    except (ReportError, CheckerError) as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(_oserror(e))
+    out.print(str(html_path), markup=False)
+    out.print(str(csv_path), markup=False)
+    if junit is not None:
+        out.print(str(junit), markup=False)
+
+
+def serve(
+    store: Annotated[Path, typer.Argument(help="the store to show")] = Path("store"),
+    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to bind (0: any free port)")] = 8000,
+) -> None:
+    """Serve a store's runs, reports and logs to a local browser (Ctrl-C stops)."""
+    from reports.serve import serve as do_serve
+
+    def ready(url: str) -> None:
+        out.print(f"serving {store} at {url} (Ctrl-C to stop)", markup=False)
+
+    try:
+        do_serve(store, host, port, ready=ready)
+    except ReportError as e:
+        _fail(str(e))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            _fail(f"{host}:{port} is already in use (try --port 0)")
+        _fail(_oserror(e))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `report`, `compare` and `serve` to the CLI."""
+    app.command("report")(report)
+    app.command("compare")(compare)
+    app.command("serve")(serve)
