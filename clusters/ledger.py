@@ -138,7 +138,7 @@ def register_undo(kind: str, fn: UndoFn) -> None:
 
 def _undo_netns(rec: Mapping[str, Any]) -> str | None:
     name = str(rec["name"])
-    return f"netns {name}" if delete_netns(name) else None
+    return f"netns {name}" if delete_netns([name]) else None
 
 
 def _undo_process(rec: Mapping[str, Any]) -> str | None:
@@ -220,38 +220,47 @@ def kill_pids(pids: list[int], wait_s: float = 5.0) -> None:
         raise ClusterError(f"processes survived SIGKILL: {left}")
 
 
-def netns_pids(name: str) -> list[int]:
-    """Pids whose network namespace is /run/netns/NAME (what `ip netns pids` does)."""
-    try:
-        st = os.stat(NETNS_DIR / name)
-    except FileNotFoundError:
-        return []
+def netns_pids(names: list[str]) -> dict[str, list[int]]:
+    """Pids whose network namespace is /run/netns/NAME, for each name (what `ip netns pids`
+    does, in one pass over /proc for all names)."""
+    want: dict[tuple[int, int], str] = {}
+    for name in names:
+        with contextlib.suppress(FileNotFoundError):
+            st = os.stat(NETNS_DIR / name)
+            want[(st.st_dev, st.st_ino)] = name
+    out: dict[str, list[int]] = {name: [] for name in names}
+    if not want:
+        return out
     me = os.getpid()
-    out = []
     for pid in _proc_pids():
         try:
             ns = os.stat(f"/proc/{pid}/ns/net")
         except OSError:
             continue
-        if (ns.st_dev, ns.st_ino) == (st.st_dev, st.st_ino) and pid != me:
-            out.append(pid)
+        owner = want.get((ns.st_dev, ns.st_ino))
+        if owner is not None and pid != me:
+            out[owner].append(pid)
     return out
 
 
-def delete_netns(name: str) -> bool:
-    """Kill every process in the namespace (SIGCONT, SIGKILL, wait), then `ip netns del`.
-    Returns False if it was already gone."""
-    if not (NETNS_DIR / name).exists():
-        return False
+def delete_netns(names: list[str]) -> list[str]:
+    """Kill every process in the namespaces (SIGCONT, SIGKILL, wait), then delete them, in
+    one `ip -batch`. Returns the names that existed; raises if one is left."""
+    present = [n for n in names if (NETNS_DIR / n).exists()]
+    if not present:
+        return []
     for _ in range(5):  # a dying process may have forked; go round until none are left
-        pids = netns_pids(name)
+        pids = [p for ps in netns_pids(present).values() for p in ps]
         if not pids:
             break
         kill_pids(pids)
-    res = subprocess.run(["ip", "netns", "del", name], capture_output=True, text=True)
-    if res.returncode != 0 and (NETNS_DIR / name).exists():
-        raise ClusterError(f"ip netns del {name}: {res.stderr.strip()}")
-    return True
+    batch = "".join(f"netns del {n}\n" for n in present)
+    res = subprocess.run(["ip", "-force", "-batch", "-"], input=batch, capture_output=True,
+                         text=True)
+    left = [n for n in present if (NETNS_DIR / n).exists()]
+    if left:
+        raise ClusterError(f"ip netns del {' '.join(left)}: {res.stderr.strip()}")
+    return present
 
 
 def _proc_pids() -> Iterator[int]:
@@ -311,11 +320,17 @@ def teardown_records(records: list[dict[str, Any]], errors: list[str]) -> list[s
     """Undo records LIFO; append failures to `errors`; return what was removed."""
     removed: list[str] = []
     seen: set[tuple[str, str, str]] = set()
+    # Namespaces are removed together at the end, in one batch (they are the first records a
+    # run makes, so this keeps the LIFO order); a veth or chain inside one goes with it.
+    namespaces = [str(r["name"]) for r in reversed(records) if r.get("kind") == "netns"]
+    doomed = set(namespaces)
     for rec in reversed(records):
         key = (str(rec.get("kind")), str(rec.get("name")), str(rec.get("pid", "")))
-        if key in seen:
+        if key in seen or rec.get("kind") == "netns":
             continue
         seen.add(key)
+        if rec.get("kind") in ("veth", "chain") and rec.get("ns") in doomed:
+            continue
         fn = _UNDO.get(str(rec.get("kind")))
         if fn is None:
             errors.append(f"no undo known for {rec.get('kind')} {rec.get('name')}")
@@ -328,6 +343,12 @@ def teardown_records(records: list[dict[str, Any]], errors: list[str]) -> list[s
         if what:
             log.info("removed %s", what)
             removed.append(what)
+    try:
+        gone = delete_netns(list(dict.fromkeys(namespaces)))
+        removed += [f"netns {n}" for n in gone]
+        log.info("removed %d namespaces", len(gone))
+    except ClusterError as e:
+        errors.append(str(e))
     return removed
 
 
@@ -349,12 +370,10 @@ def teardown_run(run_id: str, index: Path = RUN_INDEX) -> list[str]:
     ledgers = entry.read_text().splitlines() if entry.exists() else []
     for path in ledgers:
         removed += teardown_records(read_records(Path(path)), errors)
-    for ns in run_namespaces(run_id):  # created but unrecorded should be impossible; be sure
-        try:
-            if delete_netns(ns):
-                removed.append(f"netns {ns} (by name)")
-        except ClusterError as e:
-            errors.append(str(e))
+    try:  # created but unrecorded should be impossible; be sure
+        removed += [f"netns {n} (by name)" for n in delete_netns(run_namespaces(run_id))]
+    except ClusterError as e:
+        errors.append(str(e))
     if errors:
         raise TeardownError(errors)
     with contextlib.suppress(FileNotFoundError):

@@ -12,7 +12,7 @@ leads out of the machine, and the host netns gets no interface or address. Addre
 
 Why the `ip` command and not pyroute2: pyroute2 is not installed, and `ip -batch -` does the
 whole switch namespace in one process, so setup is a handful of processes whatever the cluster
-size (measured: about 3 + N processes, tens of milliseconds for 8 nodes).
+size: N + 2 processes (measured: 22 ms for 3 nodes, 40 ms for 8).
 
 Every namespace and veth is recorded in the run's ledger (clusters/ledger.py) before it is
 created; `teardown` replays the ledger, so it is idempotent and also works after a crash through

@@ -6,7 +6,7 @@ a accepts traffic from b); its grudge, node -> the nodes whose traffic it drops,
 complement. Shapes, after Jepsen's nemesis:
 
 - `one_node`: one node cut off from all the others;
-- `halves`: a majority and a minority that cannot reach each other;
+- `halves`: a majority and a minority (equal halves for even n) that cannot reach each other;
 - `majorities_ring`: nodes in a ring, each hears a majority centred on itself, no two the same
   majority (with 3 nodes this is necessarily one-way: a hears b, b hears c, c hears a);
 - `bridge`: two halves that only one node in the middle hears, and it hears both;
@@ -70,10 +70,11 @@ def one_node(nodes: Sequence[str], rng: random.Random) -> dict[str, frozenset[st
 
 
 def halves(nodes: Sequence[str], rng: random.Random) -> dict[str, frozenset[str]]:
-    """A random majority (n//2 + 1 nodes) and the minority."""
+    """Two random halves, the smaller one n//2 nodes (Jepsen's bisect): a majority and a
+    minority for odd n; for even n two equal halves, neither of which has a quorum."""
     _need(nodes, 2, "halves")
     order = _shuffled(nodes, rng)
-    m = len(order) // 2 + 1
+    m = len(order) // 2
     return grudge_of(hears(nodes, [order[:m], order[m:]]))
 
 

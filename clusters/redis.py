@@ -91,6 +91,10 @@ class RedisService:
         """SIGCONT (a paused server cannot act on SIGTERM), SIGTERM, SIGKILL after the grace.
         Idempotent: servers already gone are skipped."""
         errors = []
+        for node, d in self._daemons.items():  # signal all first: they shut down in parallel
+            remote = self._nodes[node]
+            remote.signal(d.pid, signal.SIGCONT)
+            remote.signal(d.pid, signal.SIGTERM)
         for node, d in list(self._daemons.items()):
             remote = self._nodes[node]
             try:
