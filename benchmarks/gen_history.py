@@ -355,6 +355,23 @@ def write_jsonl(path: Path, events: list[Json]) -> None:
             fh.write("\n")
 
 
+EXAMPLES = {
+    # a client paused past its 50 ms lease writes with its old token; nothing fences it
+    "redis-unfenced": (SimConfig(processes=3, lease_ms=50, p_pause=0.3, p_info=0.0,
+                                 fenced=False, events=50), 28),
+    # the same kind of pause against a fenced resource: the late write is rejected
+    "etcd-fenced": (SimConfig(processes=3, lease_ms=100, p_pause=0.25, p_info=0.0,
+                              fenced=True, events=40), 8),
+}
+
+
+def write_examples(out: Path) -> None:
+    """The small histories under examples/histories/ (fixed seeds: the same files every time)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name, (cfg, seed) in EXAMPLES.items():
+        write_jsonl(out / f"{name}.jsonl", simulate(cfg, random.Random(seed)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path, help="directory for clean.jsonl and planted.jsonl")
@@ -362,8 +379,13 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=20)
     ap.add_argument("--locks", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--examples", action="store_true",
+                    help="write the small example histories to OUT instead")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.examples:
+        write_examples(args.out)
+        return
     rng = random.Random(args.seed)
     cfg = SimConfig(processes=args.processes, locks=args.locks, lease_ms=500,
                     writes_per_section=3, p_pause=0.01, p_info=0.002, events=args.events)
