@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -64,7 +64,8 @@ class EtcdService:
 
     def __init__(
         self,
-        nodes: int = 3,
+        nodes: int | None = None,
+        env_for: Callable[[str], Mapping[str, str]] | None = None,
         *,
         client_port: int = 2379,
         peer_port: int = 2380,
@@ -73,7 +74,8 @@ class EtcdService:
         ready_timeout_s: float = 30.0,
         ledger: ProcessLedger | None = None,
     ) -> None:
-        self.node_count = nodes
+        self.node_count = nodes  # None: as many members as setup is given
+        self.env_for = env_for
         self.client_port = client_port
         self.peer_port = peer_port
         self.heartbeat_ms = heartbeat_ms
@@ -88,7 +90,7 @@ class EtcdService:
     # -- LockService
 
     def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
-        if len(nodes) != self.node_count:
+        if self.node_count is not None and len(nodes) != self.node_count:
             raise ClusterError(f"etcd: want {self.node_count} nodes, got {len(nodes)}")
         self.nodes = dict(nodes)
         self.store = store
@@ -204,8 +206,11 @@ class EtcdService:
             "--logger=zap",
             "--log-outputs=stderr",
         ]
-        env = self.ledger.env() if self.ledger is not None else None
-        daemon = remote.start_daemon("etcd", argv, log=ndir / "etcd.log", env=env)
+        env = {
+            **(self.env_for(node) if self.env_for is not None else {}),
+            **(self.ledger.env() if self.ledger is not None else {}),
+        }
+        daemon = remote.start_daemon("etcd", argv, log=ndir / "etcd.log", env=env or None)
         if self.ledger is not None:
             self.ledger.record_process(node, "etcd", daemon.pid)
         self.daemons[node] = daemon

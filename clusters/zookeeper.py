@@ -10,8 +10,8 @@ Config per server under `store/nodes/<node>/zookeeper/`: `zoo.cfg`, `data/myid`.
 [minSessionTimeout, maxSessionTimeout], here [2 ticks = 400 ms, 120 s], so a client's lease is
 granted as asked instead of being silently clamped. The AdminServer is off (it would want port
 8080) and the `ruok`/`srvr` four-letter words are whitelisted: readiness is `srvr` reporting
-`Mode: leader|follower|standalone` on every server, polled from the node itself with the
-system python3 (no nc needed; the same argv works on netns and ssh nodes).
+`Mode: leader|follower` (`standalone` for one server) on every server, polled from the node
+itself with the system python3 (no nc needed; the same argv works on netns and ssh nodes).
 
 Capabilities: `Pausable`, `Killable` (SIGKILL; restart on the same data dir), `LogFiles`.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from clusters.base import ClusterError, Daemon, Remote, RemoteError
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 JAVA = "/usr/bin/java"
 CLASSPATH_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+_SERVING = ("leader", "follower", "standalone")
 
 # Sends one four-letter word and prints the answer; argv: address port word.
 _FLW = (
@@ -54,7 +55,8 @@ class ZookeeperService:
 
     def __init__(
         self,
-        nodes: int = 3,
+        nodes: int | None = None,
+        env_for: Callable[[str], Mapping[str, str]] | None = None,
         *,
         client_port: int = 2181,
         quorum_port: int = 2888,
@@ -65,7 +67,8 @@ class ZookeeperService:
         ready_timeout_s: float = 60.0,
         ledger: ProcessLedger | None = None,
     ) -> None:
-        self.node_count = nodes
+        self.node_count = nodes  # None: as many members as setup is given
+        self.env_for = env_for
         self.client_port = client_port
         self.quorum_port = quorum_port
         self.election_port = election_port
@@ -82,7 +85,7 @@ class ZookeeperService:
     # -- LockService
 
     def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
-        if len(nodes) != self.node_count:
+        if self.node_count is not None and len(nodes) != self.node_count:
             raise ClusterError(f"zookeeper: want {self.node_count} nodes, got {len(nodes)}")
         self.nodes = dict(nodes)
         self.store = store
@@ -154,11 +157,12 @@ class ZookeeperService:
         return None
 
     def wait_ready(self, timeout_s: float, nodes: list[str] | None = None) -> None:
-        """Wait until every server (or those named) serves as leader or follower."""
+        """Wait until every server (or those named) serves as leader or follower (standalone:
+        a one-server ensemble)."""
         pending = list(nodes if nodes is not None else self.nodes)
         deadline = time.monotonic() + timeout_s
         while pending:
-            pending = [n for n in pending if self.mode(n) not in ("leader", "follower")]
+            pending = [n for n in pending if self.mode(n) not in _SERVING]
             if not pending:
                 return
             for n in pending:
@@ -235,9 +239,12 @@ class ZookeeperService:
             MAIN,
             str(conf / "zoo.cfg"),
         ]
-        env = self.ledger.env() if self.ledger is not None else None
+        env = {
+            **(self.env_for(node) if self.env_for is not None else {}),
+            **(self.ledger.env() if self.ledger is not None else {}),
+        }
         daemon = remote.start_daemon(
-            "zookeeper", argv, log=self._node_dir(node) / "zookeeper.log", env=env
+            "zookeeper", argv, log=self._node_dir(node) / "zookeeper.log", env=env or None
         )
         if self.ledger is not None:
             self.ledger.record_process(node, "zookeeper", daemon.pid)
