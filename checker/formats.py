@@ -104,12 +104,14 @@ class _EdnReader:
         self.line += m.group().count("\n")
         return m.lastgroup or "", m.group()
 
-    def form(self, closer: str | None) -> Any:
-        """The next form, or _END at `closer` (or at the end of input when closer is None)."""
+    def form(self, closer: str | None, opened: int = 0) -> Any:
+        """The next form, or _END at `closer` (or at the end of input when closer is None);
+        `opened` is the line of the bracket that `closer` closes, for the error."""
         kind, tok = self.token()
         if kind == "eof":
             if closer is not None:
-                raise _EdnError(self.line, f"the input ends before a closing {closer!r}")
+                raise _EdnError(opened or self.line, f"the {closer!r} that closes the form "
+                                                     f"opened here is missing")
             return _END
         if kind == "close":
             if tok != closer:
@@ -120,12 +122,13 @@ class _EdnReader:
         if kind == "atom":
             return _atom(tok)
         if kind in ("disc", "tag"):
-            v = self.form(closer)
+            v = self.form(closer, opened)
             if v is _END:
                 raise _EdnError(self.line, f"{tok} is not followed by a form")
-            return self.form(closer) if kind == "disc" else v
+            return self.form(closer, opened) if kind == "disc" else v
         items = []
-        while (v := self.form(_CLOSERS[tok])) is not _END:
+        line = self.line
+        while (v := self.form(_CLOSERS[tok], line)) is not _END:
             items.append(v)
         if tok == "{":
             if len(items) % 2:
@@ -143,10 +146,11 @@ def read_edn(text: str) -> Iterator[tuple[int, Any]]:
         line = r.line
         if text.startswith(("[", "("), r.pos):
             closer = _CLOSERS[r.token()[1]]
+            opened = r.line
             while True:
                 r.skip_space()
                 line = r.line
-                v = r.form(closer)
+                v = r.form(closer, opened)
                 if v is _END:
                     break
                 yield line, v
