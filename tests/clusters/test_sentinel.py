@@ -1,0 +1,118 @@
+"""Tests of clusters/sentinel.py against real redis-server and redis-sentinel processes on
+loopback addresses: setup and agreement, a failover after the primary is killed, the old
+primary's return as a replica, a forced failover, idempotent teardown."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusters.base import ClusterError
+from clusters.local import LocalRemote
+from clusters.sentinel import MASTER_NAME, SentinelService
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis")
+
+
+def free_port(addresses: list[str], exclude: int = 0) -> int:
+    for _ in range(100):
+        port = random.randint(20000, 40000)
+        if port == exclude:
+            continue
+        try:
+            for a in addresses:
+                with socket.socket() as s:
+                    s.bind((a, port))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port")
+
+
+def sentinel_service(tmp_path: Path) -> tuple[SentinelService, dict[str, LocalRemote]]:
+    # A random third octet keeps concurrent test sessions off each other's addresses.
+    net = random.randint(100, 250)
+    nodes = {f"s{i}": LocalRemote(f"s{i}", f"127.0.{net}.{i}") for i in (1, 2, 3)}
+    addrs = [n.address for n in nodes.values()]
+    port = free_port(addrs)
+    return SentinelService(port=port, sentinel_port=free_port(addrs, port)), nodes
+
+
+@pytest.fixture
+def sentinel(tmp_path: Path) -> Iterator[SentinelService]:
+    svc, nodes = sentinel_service(tmp_path)
+    try:
+        svc.setup(nodes, tmp_path / "store")
+        yield svc
+    finally:
+        svc.teardown()
+
+
+def _pids(svc: SentinelService) -> list[int]:
+    assert svc.redis is not None
+    return [d.pid for d in svc._sentinels.values()] + [svc.redis.pid(n) for n in svc._nodes]
+
+
+def test_setup_agrees_on_the_first_node_as_primary(sentinel: SentinelService) -> None:
+    assert sentinel.primary() == "s1"
+    assert sentinel.replicas() == ["s2", "s3"]
+    assert [sentinel._role(n) for n in ("s1", "s2", "s3")] == ["master", "slave", "slave"]
+    assert len(sentinel.endpoints()) == 3
+    assert all(e.endswith(f":{sentinel.sentinel_port}") for e in sentinel.endpoints())
+    logs = sentinel.log_files()
+    assert {p.name for p in logs["s2"]} == {"redis.log", "sentinel.log"}
+    view = sentinel._sentinel_view("s3")
+    assert view["name"] == MASTER_NAME and view["quorum"] == "2"
+
+
+def test_killing_the_primary_promotes_a_replica(sentinel: SentinelService) -> None:
+    t0 = time.monotonic()
+    old = sentinel.kill_primary()
+    new = sentinel.wait_for_new_primary(old, timeout_s=20)
+    took = time.monotonic() - t0
+    assert old == "s1" and new in ("s2", "s3")
+    assert sentinel._role(new) == "master"
+    assert took < 15, f"failover took {took:.1f} s"
+    # The old primary comes back empty as a master; the sentinels must demote it.
+    sentinel.restart(old)
+    deadline = time.monotonic() + 20
+    while sentinel._role(old) != "slave":
+        assert time.monotonic() < deadline, "old primary was never turned into a replica"
+        time.sleep(0.2)
+    assert sentinel.primary() == new
+
+
+def test_forced_failover_and_isolation_grudge(sentinel: SentinelService) -> None:
+    new = sentinel.failover()
+    assert new != "s1" and sentinel.primary() == new
+    assert sentinel.isolation("s2") == {
+        "s2": frozenset({"s1", "s3"}),
+        "s1": frozenset({"s2"}),
+        "s3": frozenset({"s2"}),
+    }
+
+
+def test_teardown_stops_everything_and_is_idempotent(tmp_path: Path) -> None:
+    svc, nodes = sentinel_service(tmp_path)
+    try:
+        svc.setup(nodes, tmp_path / "store")
+        pids = _pids(svc)
+        assert len(pids) == 6
+    finally:
+        svc.teardown()
+    svc.teardown()
+    for pid in pids:
+        assert not LocalRemote("x", "127.0.0.1").alive(pid)
+
+
+def test_refuses_fewer_than_three_nodes(tmp_path: Path) -> None:
+    svc = SentinelService()
+    with pytest.raises(ClusterError, match="at least 3"):
+        svc.setup({"a": LocalRemote("a", "127.0.0.1")}, tmp_path)
+    svc.teardown()  # nothing started: still fine

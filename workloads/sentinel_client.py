@@ -1,0 +1,112 @@
+"""`SentinelSetnxClient` ("redis-sentinel"): the redis-setnx lock (SET NX PX plus an INCR token
+in one Lua script, from workloads/redis_clients.py) on whichever server the Redis Sentinels
+currently name as primary.
+
+Each new connection asks the sentinels for the primary (redis-py's `Sentinel.master_for`); a
+pooled connection stays on its server until it fails, as in any real deployment, which is part
+of why a failover can grant one lock twice. Nothing retries: not the sentinel queries, not the
+commands. Beyond redis-setnx's error mapping: no sentinel names a primary -> DefiniteFailure
+("no-primary"); a reply of READONLY from a primary demoted under us -> DefiniteFailure
+("readonly").
+
+Options: `endpoints` (the sentinels), `op_timeout_s`, `service_name` (default "fc-primary",
+the name clusters/sentinel.py monitors), and redis-setnx's `poll_ms`, `key_prefix`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError, Sentinel
+
+from workloads import options as opts
+from workloads.base import DefiniteFailure
+from workloads.redis_clients import SetnxClient, _Redis
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SERVICE_NAME = "fc-primary"  # = clusters.sentinel.MASTER_NAME
+# What redis-py's SentinelManagedConnection raises instead of the server's READONLY reply.
+_DEMOTED = "previous master is now a slave"
+
+
+def connection_kwargs(timeout_s: float) -> dict[str, Any]:
+    """Never retry (redis-py 8 retries by default), time out after timeout_s."""
+    kw: dict[str, Any] = {
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": timeout_s,
+        "retry": Retry(NoBackoff(), 0),
+        "retry_on_error": [],
+        "health_check_interval": 0,
+        "decode_responses": True,
+    }
+    # No CLIENT SETINFO round trip on connect (redis-py 8: driver_info=None).
+    if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
+        kw["driver_info"] = None
+    else:
+        kw["lib_name"] = kw["lib_version"] = None
+    return kw
+
+
+class _SentinelRedis(_Redis):
+    """redis-setnx's connection wrapper, on the primary the sentinels name."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:  # no super(): no direct client
+        eps = opts.endpoints(options)
+        kw = connection_kwargs(opts.op_timeout_s(options))
+        self.service_name = str(options.get("service_name", DEFAULT_SERVICE_NAME))
+        # redis.sentinel has no type annotations.
+        self.sentinel = Sentinel(eps, sentinel_kwargs=kw, **kw)  # type: ignore[no-untyped-call]
+        self.client = self.sentinel.master_for(self.service_name, **kw)  # type: ignore[no-untyped-call]
+        self.host, self.port = eps[0]
+
+    def connect(self) -> None:
+        try:
+            super().connect()
+        except DefiniteFailure as e:
+            if isinstance(e.__cause__, MasterNotFoundError):
+                raise DefiniteFailure("no-primary", str(e.__cause__)) from e.__cause__
+            raise
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        with super().request():
+            try:
+                yield
+            except RedisConnectionError as e:
+                if _DEMOTED in str(e):  # the server refused: nothing was written
+                    raise DefiniteFailure("readonly", str(e)) from e
+                raise
+
+    def primary_address(self) -> tuple[str, int]:
+        """Where the sentinels say the primary is now (asks them; for tests and logs)."""
+        host, port = self.sentinel.discover_master(self.service_name)  # type: ignore[no-untyped-call]
+        return str(host), int(port)
+
+    def close(self) -> None:
+        self.client.close()
+        for s in self.sentinel.sentinels:
+            s.close()
+
+
+class SentinelSetnxClient(SetnxClient):
+    """redis-setnx through Redis Sentinel."""
+
+    name = "redis-sentinel"
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        super().__init__(options)  # poll interval, key prefix; its direct client is unused
+        self._redis.close()
+        self._sentinel = _SentinelRedis(options)
+        self._redis = self._sentinel
+
+    def primary_address(self) -> tuple[str, int]:
+        return self._sentinel.primary_address()
