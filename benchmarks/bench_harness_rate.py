@@ -1,0 +1,170 @@
+"""How fast the harness itself goes: N real worker processes against a local redis-server and
+the fenced store on 127.0.0.1, no think or idle time, no faults. Reports operations per second
+and latency percentiles per operation kind, so a run's rates can be read against the harness's
+ceiling (the tester must not be the bottleneck).
+
+Run: `.venv/bin/python benchmarks/bench_harness_rate.py --workers 4 --seconds 5 [--client
+redis-py] [--out result.json]`. The summary goes to the log (stderr) and, with --out, to a file.
+The pieces (`start_redis`, `start_store`, `run_workers`, `summarize`) are importable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from workloads.eventlog import read_log  # noqa: E402
+from workloads.worker import WorkerConfig  # noqa: E402
+
+log = logging.getLogger("bench_harness_rate")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def _serving(argv: Sequence[str], port: int) -> Iterator[str]:
+    proc = subprocess.Popen(list(argv), cwd=REPO, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{argv[0]} did not start") from None
+                time.sleep(0.02)
+        yield f"127.0.0.1:{port}"
+    finally:
+        _stop(proc)
+
+
+@contextlib.contextmanager
+def start_redis(workdir: Path) -> Iterator[str]:
+    port = free_port()
+    with _serving(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                   "--appendonly", "no", "--dir", str(workdir)], port) as address:
+        yield address
+
+
+@contextlib.contextmanager
+def start_store(workdir: Path, fencing: bool) -> Iterator[str]:
+    port = free_port()
+    with _serving([sys.executable, "-m", "workloads.store", "--host", "127.0.0.1", "--port",
+                   str(port), "--fencing", "on" if fencing else "off", "--log",
+                   str(workdir / "store.log")], port) as address:
+        yield address
+
+
+def run_workers(workdir: Path, redis_address: str, store_address: str, *, workers: int,
+                seconds: float, client: str, locks: int) -> list[dict[str, Any]]:
+    """Run `workers` worker processes for `seconds`; returns all their events by time."""
+    t0 = time.monotonic_ns()
+    procs: list[subprocess.Popen[bytes]] = []
+    configs = []
+    try:
+        for i in range(workers):
+            cfg = WorkerConfig(
+                worker=i, concurrency=workers, process_base=0, client=client,
+                client_options={"endpoints": [redis_address]}, resource="store",
+                resource_options={"address": store_address},
+                locks=[f"k{j}" for j in range(locks)], lease_ms=5000, acquire_timeout_s=2.0,
+                think_ms=0, writes_per_section=3, idle_ms=0, renew=False,
+                log=str(workdir / f"w{i}.jsonl"), t0_ns=t0, seed=i, op_timeout_s=2.0)
+            cfg.dump(workdir / f"w{i}.json")
+            configs.append(cfg)
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "workloads.worker", str(workdir / f"w{i}.json")],
+                cwd=REPO, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(seconds)
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=10)
+    finally:
+        for p in procs:
+            _stop(p)
+    events = [e for c in configs for e in read_log(c.log)]
+    return sorted(events, key=lambda e: e["time"])
+
+
+def summarize(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Completed ops per second and latency percentiles (ms) per `f`."""
+    if not events:
+        return {"ops": 0}
+    span_s = (events[-1]["time"] - events[0]["time"]) / 1e9 or 1.0
+    started: dict[Any, int] = {}
+    lat: dict[str, list[float]] = {}
+    for e in events:
+        if e["type"] == "invoke":
+            started[e["process"]] = e["time"]
+        elif e["process"] in started:
+            lat.setdefault(e["f"], []).append((e["time"] - started.pop(e["process"])) / 1e6)
+    out: dict[str, Any] = {"ops": sum(len(v) for v in lat.values()), "seconds": span_s}
+    out["ops_per_s"] = out["ops"] / span_s
+    for f, xs in sorted(lat.items()):
+        xs.sort()
+        out[f] = {"n": len(xs), "p50_ms": xs[len(xs) // 2], "p99_ms": xs[int(len(xs) * 0.99)],
+                  "max_ms": xs[-1]}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--client", default="redis-setnx")
+    parser.add_argument("--locks", type=int, default=4)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    with tempfile.TemporaryDirectory(prefix="fc-bench-") as tmp:
+        workdir = Path(tmp)
+        fencing = args.client == "redis-setnx"
+        with start_redis(workdir) as r, start_store(workdir, fencing) as s:
+            events = run_workers(workdir, r, s, workers=args.workers, seconds=args.seconds,
+                                 client=args.client, locks=args.locks)
+    result = {"workers": args.workers, "client": args.client, **summarize(events)}
+    log.info("%s", json.dumps(result, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
