@@ -179,7 +179,18 @@ def _name(v: Any) -> str:
     return str(v) if isinstance(v, str) else repr(v)
 
 
+def _jsonable(v: Any) -> Any:
+    """EDN sets and non-string map keys have no JSON form: sets become lists, keys text."""
+    if isinstance(v, frozenset | list | tuple):
+        items = [_jsonable(x) for x in v]
+        return sorted(items, key=repr) if isinstance(v, frozenset) else items
+    if isinstance(v, dict):
+        return {k if isinstance(k, str) else repr(k): _jsonable(x) for k, x in v.items()}
+    return v
+
+
 def _value(f: str, v: Any) -> dict[str, Any]:
+    v = _jsonable(v)
     if f == "cas" and isinstance(v, list) and len(v) == 2:
         return {"from": v[0], "to": v[1]}
     if f in _LOCK_FS:
@@ -198,8 +209,8 @@ class _Converter:
     def add(self, line: int, process: Any, type_: Any, f: Any, value: Any, error: Any = None,
             time: Any = None, index: Any = None) -> None:
         where = len(self.events)
-        if isinstance(process, Keyword):
-            p: int | str = NEMESIS if process == "nemesis" else str(process)
+        if process == NEMESIS and isinstance(process, Keyword):
+            p: int | str = NEMESIS
         elif isinstance(process, int) and not isinstance(process, bool):
             p = process
         else:

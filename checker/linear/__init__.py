@@ -14,11 +14,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from checker.base import CheckResult, Op, Verdict, Violation, op_ref
+from checker.base import CheckerError, CheckResult, Op, Verdict, Violation, op_ref
 from checker.linear.models import MODELS, Model
 from checker.linear.search import Entry, SearchResult, search
 
-__all__ = ["MODELS", "LinearizableCheck", "check_linearizable"]
+__all__ = ["MODELS", "LinearizableCheck", "UnknownModel", "check_linearizable"]
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,8 @@ def check_linearizable(
 ) -> CheckResult:
     """Judge `ops` against the named model (a key of MODELS); ops the model does not speak about
     are ignored. valid is "unknown" if the time limit ran out before every partition was decided
-    and none was found illegal. Raises KeyError for an unknown model name."""
-    spec = MODELS[model]
+    and none was found illegal. Raises UnknownModel (a CheckerError) for a name not in MODELS."""
+    spec = _model(model)
     started = time.monotonic()
     deadline = None if time_limit_s is None else started + time_limit_s
     parts: dict[str, list[tuple[Op, Entry]]] = {}
@@ -79,6 +79,17 @@ def check_linearizable(
     return CheckResult(NAME, valid, violations, details=details)
 
 
+class UnknownModel(CheckerError):
+    """The user named a model that does not exist."""
+
+
+def _model(name: str) -> Model:
+    spec = MODELS.get(name)
+    if spec is None:
+        raise UnknownModel(f"unknown model {name!r} (one of {', '.join(MODELS)})")
+    return spec
+
+
 def _violation(spec: Model, name: str, ops: list[Op], result: SearchResult) -> Violation:
     prefix = [ops[i].index for i in result.order]
     failed = ops[result.failed] if result.failed is not None else None
@@ -117,8 +128,7 @@ class LinearizableCheck:
     name = NAME
 
     def __init__(self, model: str, time_limit_s: float | None = None) -> None:
-        if model not in MODELS:
-            raise KeyError(model)
+        _model(model)
         self.model = model
         self.time_limit_s = time_limit_s
 

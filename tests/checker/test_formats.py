@@ -99,6 +99,7 @@ def test_jepsen_log_lines(tmp_path: Path) -> None:
     assert events[3].error == "timed-out" and events[3].value is None
     assert events[5].error == "timed-out"
     assert [e.index for e in events] == list(range(8))
+    assert events[7].value == {"value": {"n1": ["n2", "n3"]}}  # EDN sets have no JSON form
     ops = load_any(tmp_path / "h.log")
     cas = next(o for o in ops if o.f == "cas")
     assert cas.type == "info" and cas.value == {"from": 1, "to": 2} and cas.error == "timed-out"
@@ -130,6 +131,7 @@ def test_load_any_reads_our_jsonl(tmp_path: Path) -> None:
         ("{:process 0, :type :invoke, :f :read}\n{:process 0, :type :okay, :f :read}\n", 2,
          ":type must be"),
         ("{:process \"p\", :type :invoke, :f :read}\n", 1, ":process must be"),
+        ("{:process :client, :type :invoke, :f :read}\n", 1, ":process must be"),
         ("{:process 0, :type :invoke}\n", 1, "no :f"),
         ("[1 2]\n", 1, "expected an op map"),
         ("{:process 0, :type :invoke, :f :read, :time -1}\n", 1, ":time must be"),

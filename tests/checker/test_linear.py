@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from checker.base import Completion, Op
-from checker.linear import LinearizableCheck, check_linearizable
+from checker.base import CheckerError, Completion, Op
+from checker.linear import LinearizableCheck, UnknownModel, check_linearizable
 
 
 def op(process: int, f: str, start: int, end: int | None, type_: Completion = "ok",
@@ -111,10 +111,10 @@ def test_nothing_to_judge_is_skipped() -> None:
     assert res.skipped is not None and "mutex" in res.skipped
 
 
-def test_unknown_model_is_an_error() -> None:
-    with pytest.raises(KeyError):
+def test_unknown_model_is_a_checker_error() -> None:
+    with pytest.raises(CheckerError, match="unknown model 'queue' \\(one of mutex, owner-mutex"):
         check_linearizable([], "queue", 1)
-    with pytest.raises(KeyError):
+    with pytest.raises(UnknownModel):
         LinearizableCheck("queue")
 
 
