@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import networkx as nx
 
-from clusters.base import Cluster, ClusterError, Grudge, NemesisOp, Remote
+from clusters.base import Cluster, ClusterError, Grudge, NemesisOp, Remote, RemoteError
 from clusters.ledger import NETNS_DIR, NETNS_NAME_RE, Ledger, check_run_id
 
 log = logging.getLogger(__name__)
@@ -186,8 +186,11 @@ class IptablesNet:
         for node in sorted(self._chains):
             try:
                 self._remote(node).run(["iptables", "-w", "-F", self.chain])
-            except ClusterError as e:  # keep healing the others; report all at the end
-                if not _namespace_gone(self._remote(node)):  # gone: its chain went with it
+            except RemoteError as e:  # keep healing the others; report all at the end
+                gone = "No chain" in e.result.stderr or _namespace_gone(self._remote(node))
+                if gone:  # no chain, no rules: healed (and made afresh on the next drop)
+                    self._chains.discard(node)
+                else:
                     errors.append(str(e))
         if errors:
             raise ClusterError("heal: " + "; ".join(errors))

@@ -9,7 +9,8 @@ import sys
 import networkx as nx
 import pytest
 
-from clusters.base import ClusterError, NemesisOp
+from clusters.base import ClusterError, Nemesis, NemesisOp, Net
+from clusters.ledger import teardown_records
 from clusters.netns import NetnsRuntime
 from clusters.partition import (
     IptablesNet,
@@ -163,9 +164,10 @@ def test_drop_blocks_and_heal_restores(runtime: NetnsRuntime) -> None:
 @pytest.mark.netns
 def test_partition_nemesis_ops(runtime: NetnsRuntime) -> None:
     cluster = runtime.setup(["n1", "n2", "n3", "r1"], ["c1", "c2"])
-    nem = PartitionNemesis(
+    nem: Nemesis = PartitionNemesis(
         cluster, ["n1", "n2", "n3"], "r1", ledger=runtime.ledger, rng=random.Random(3)
     )
+    assert isinstance(nem, PartitionNemesis)
     assert nem.net.run_id == runtime.run_id  # found from the namespaces
     try:
         for _ in range(4):
@@ -179,3 +181,24 @@ def test_partition_nemesis_ops(runtime: NetnsRuntime) -> None:
             assert reach(runtime, a, dropped[0]) in ("ok", "ConnectionRefusedError")
     finally:
         nem.heal()
+
+
+@pytest.mark.netns
+def test_chain_undo_from_ledger_leaves_namespace(runtime: NetnsRuntime) -> None:
+    """The cleaner removes our chain and its jump from a namespace that is kept."""
+    cluster = runtime.setup(["n1", "n2"], [])
+    net = IptablesNet(cluster.servers, runtime.run_id, runtime.ledger)
+    as_net: Net = net
+    as_net.drop({"n1": frozenset({"n2"})})
+    chains = [r for r in runtime.ledger.records() if r["kind"] == "chain"]
+    errors: list[str] = []
+    removed = teardown_records(chains, errors)
+    assert removed == [f"chain FC-{runtime.run_id} in fc-{runtime.run_id}-n1"]
+    assert errors == []
+    rules = runtime.remote("n1").run(["iptables", "-S"]).stdout
+    assert f"FC-{runtime.run_id}" not in rules
+    assert teardown_records(chains, errors) == [] and errors == []  # already gone: success
+    net.heal()  # the chain is gone from under it: no chain, no rules, healed
+    net.drop({"n1": frozenset({"n2"})})  # and made afresh
+    assert len(net.rules("n1")) == 1
+    net.heal()

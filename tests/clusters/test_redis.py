@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.base import ClusterError, Killable, LogFiles, Pausable
+from clusters.base import ClusterError, Killable, LockService, LogFiles, Pausable
 from clusters.netns import NetnsRuntime
 from clusters.redis import RedisService
 
@@ -22,6 +22,8 @@ def cli(rt: NetnsRuntime, client: str, server: str, *args: str, timeout_s: float
 def test_serves_client_in_other_namespace_pause_resume(runtime: NetnsRuntime) -> None:
     cluster = runtime.setup(["n1", "n2"], ["c1"])
     svc = RedisService(ledger=runtime.ledger)
+    as_service: LockService = svc  # mypy checks the protocol
+    assert as_service.name == "redis"
     assert isinstance(svc, Pausable) and isinstance(svc, Killable)
     assert isinstance(svc, LogFiles)
     try:
