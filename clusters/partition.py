@@ -161,8 +161,15 @@ class IptablesNet:
         self.ledger = ledger
         self._chains: set[str] = set()  # nodes where our chain and its jump exist
 
-    def drop(self, grudge: Grudge) -> None:
-        """Add DROP rules: each node drops traffic from the nodes in its grudge. Additive."""
+    def drop(self, grudge: Grudge, *, probability: float = 1.0) -> None:
+        """Add DROP rules: each node drops traffic from the nodes in its grudge. Additive.
+        With probability < 1, each packet is dropped at random with that probability
+        (packet loss through iptables `statistic`: this kernel has no `tc netem`)."""
+        if not 0.0 < probability <= 1.0:
+            raise ClusterError(f"drop: probability {probability} not in (0, 1]")
+        loss = "" if probability == 1.0 else (
+            f" -m statistic --mode random --probability {probability:.4f}"
+        )
         for node, sources in sorted(grudge.items()):
             if not sources:
                 continue
@@ -173,12 +180,13 @@ class IptablesNet:
                 self._chains.add(node)  # before creating: heal must find it even half-made
                 lines += [f":{self.chain} - [0:0]", f"-I INPUT 1 -j {self.chain}"]
             for src in sorted(sources):
-                lines.append(f"-A {self.chain} -s {self._remote(src).address}/32 -j DROP")
+                addr = self._remote(src).address
+                lines.append(f"-A {self.chain} -s {addr}/32{loss} -j DROP")
             lines.append("COMMIT")
             remote.run(
                 ["iptables-restore", "-w", "--noflush"], stdin=("\n".join(lines) + "\n").encode()
             )
-        log.info("partition %s: dropping %s", self.run_id, describe(grudge))
+        log.info("partition %s: dropping %s (p=%s)", self.run_id, describe(grudge), probability)
 
     def heal(self) -> None:
         """Flush our chain on every node that has one; rules of others are never touched."""

@@ -202,3 +202,38 @@ def test_chain_undo_from_ledger_leaves_namespace(runtime: NetnsRuntime) -> None:
     net.drop({"n1": frozenset({"n2"})})  # and made afresh
     assert len(net.rules("n1")) == 1
     net.heal()
+
+
+LOSS = """
+import socket, sys
+ok = 0
+for _ in range(40):
+    try:
+        socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=0.05).close()
+        ok += 1
+    except OSError:
+        pass
+print(ok)
+"""
+
+
+@pytest.mark.netns
+def test_packet_loss(runtime: NetnsRuntime) -> None:
+    cluster = runtime.setup(["n1", "n2"], [])
+    svc = RedisService()
+    net = IptablesNet(cluster.servers, runtime.run_id)
+    try:
+        svc.setup({"n1": cluster.servers["n1"]}, runtime.store)
+        net.drop({"n1": frozenset({"n2"})}, probability=0.5)
+        assert net.rules("n1") == [
+            f"-A FC-{runtime.run_id} -s 10.77.0.3/32 -m statistic --mode random "
+            "--probability 0.50000000000 -j DROP"
+        ]
+        argv = [sys.executable, "-c", LOSS, runtime.address("n1"), "6379"]
+        ok = int(runtime.remote("n2").run(argv).stdout)
+        assert 3 <= ok <= 37  # about half of 40 get through (p of failing: below 1e-7)
+        with pytest.raises(ClusterError, match="probability"):
+            net.drop({"n1": frozenset({"n2"})}, probability=0.0)
+    finally:
+        net.heal()
+        svc.teardown()
