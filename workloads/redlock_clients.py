@@ -12,9 +12,12 @@ delete on every master.
 
 Options: `endpoints` (the masters), `op_timeout_s` (default per-node timeout, unless
 `node_timeout_s`), `retry_delay_ms` (max random delay between attempts, default 50),
-`key_prefix` (default "fc:"), `pause_between_nodes_s` (sleep before each node request after the
-first; a test knob) and `on_node_request` (a callable taking the node index, called before each
-node request: a test or worker may SIGSTOP itself there, to land a pause inside acquisition).
+`key_prefix` (default "fc:"), and knobs that put a pause *inside* an acquisition, between node
+requests (what the validity check exists for): `pause_between_nodes_s` (sleep before every node
+request after the first), `stall_probability` and `stall_s` (per attempt, with that probability,
+sleep stall_s before one random node request after the first, like a GC pause; `seed` seeds it),
+and `on_node_request` (a callable given the node index before each request: a test or worker
+may SIGSTOP itself there).
 """
 
 from __future__ import annotations
@@ -82,15 +85,25 @@ class RedlockRefClient:
         if hook is not None and not callable(hook):
             raise WorkloadError("options.on_node_request must be callable")
         self.on_node_request: Callable[[int], None] | None = hook
+        self.stall_probability = float(options.get("stall_probability", 0.0))
+        self.stall_s = float(options.get("stall_s", 0.0))
+        self._rng = random.Random(options.get("seed"))
+        self._stall_at = -1
 
     def _before(self, i: int) -> None:
         if self.on_node_request is not None:
             self.on_node_request(i)
         if i > 0 and self.pause_between_nodes_s > 0:
             time.sleep(self.pause_between_nodes_s)
+        if i == self._stall_at:
+            log.debug("redlock-ref: stalling %.3f s before master %d", self.stall_s, i)
+            time.sleep(self.stall_s)
 
     def _attempt(self, key: str, owner: str, lease_ms: int) -> tuple[bool, str]:
         """One round over all masters. Returns (granted, reason when not)."""
+        self._stall_at = -1
+        if len(self.masters) > 1 and self._rng.random() < self.stall_probability:
+            self._stall_at = self._rng.randrange(1, len(self.masters))
         start = time.monotonic()
         granted = errors = 0
         for i, m in enumerate(self.masters):

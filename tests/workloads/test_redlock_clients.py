@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from clusters.clock import NodeClocks
 from clusters.local import LocalRemote
 from clusters.redis import RedisService
-from workloads.base import DefiniteFailure, Grant
+from workloads.base import DefiniteFailure, Grant, LockClient
 from workloads.redlock_clients import PotteryRedlockClient, RedlockRefClient, RefHandle
 
 
@@ -40,12 +41,29 @@ def free_port(addresses: list[str]) -> int:
     raise RuntimeError("no free port")
 
 
+@pytest.fixture(scope="module")
+def shim_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("shim")
+
+
 @pytest.fixture
-def masters(tmp_path: Path) -> Iterator[RedisService]:
+def clocks(tmp_path: Path, shim_cache: Path) -> Iterator[NodeClocks]:
     # A random third octet keeps concurrent test sessions off each other's addresses.
     net = random.randint(100, 250)
     nodes = {f"m{i}": LocalRemote(f"m{i}", f"127.0.{net}.{i}") for i in range(1, 6)}
-    svc = RedisService(port=free_port([n.address for n in nodes.values()]))
+    c = NodeClocks(nodes, tmp_path / "store", cache_dir=shim_cache)
+    c.setup()
+    try:
+        yield c
+    finally:
+        c.reset_all()
+
+
+@pytest.fixture
+def masters(clocks: NodeClocks, tmp_path: Path) -> Iterator[RedisService]:
+    """Five independent masters whose wall clocks `clocks` can move."""
+    nodes = clocks.nodes
+    svc = RedisService(port=free_port([n.address for n in nodes.values()]), env_for=clocks.env_for)
     try:
         svc.setup(nodes, tmp_path / "store")
         yield svc
@@ -224,3 +242,56 @@ def test_pottery_redlock_refuses_without_a_majority(masters: RedisService) -> No
             c.acquire("P", 5000, 0.0)
     finally:
         c.close()
+
+
+def test_ref_stall_option_lands_a_pause_inside_acquisition(masters: RedisService) -> None:
+    c = RedlockRefClient(options(masters, stall_probability=1.0, stall_s=0.3, seed=7))
+    try:
+        with pytest.raises(DefiniteFailure, match="validity-expired"):
+            c.acquire("L", 200, 0.0)
+        c.release(c.acquire("L", 2000, 0.0))
+    finally:
+        c.close()
+
+
+CLIENTS: dict[str, Callable[[dict[str, Any]], LockClient]] = {
+    "redlock-ref": RedlockRefClient,
+    "redlock": PotteryRedlockClient,
+}
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_clock_jump_on_a_majority_grants_the_lock_twice(
+    client: str, masters: RedisService, clocks: NodeClocks
+) -> None:
+    """Kleppmann's case: the lock expires early on a majority whose clocks jumped."""
+    a, b = CLIENTS[client](options(masters)), CLIENTS[client](options(masters))
+    try:
+        t0 = time.monotonic()
+        a.acquire("J", 10_000, 0.0)
+        with pytest.raises(DefiniteFailure):
+            b.acquire("J", 10_000, 0.0)
+        clocks.bump(["m1", "m2", "m3"], 20.0)
+        time.sleep(0.05)  # the shim picks up a new offset within 10 ms
+        b.acquire("J", 10_000, 0.0)
+        assert time.monotonic() - t0 < 5, "both grants must fall inside a's lease"
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_restart_without_persistence_grants_the_lock_twice(
+    client: str, masters: RedisService
+) -> None:
+    a, b = CLIENTS[client](options(masters)), CLIENTS[client](options(masters))
+    try:
+        t0 = time.monotonic()
+        a.acquire("K", 10_000, 0.0)
+        for m in ("m1", "m2", "m3"):
+            masters.restart(m)  # kill, then start empty: persistence is off
+        b.acquire("K", 10_000, 0.0)
+        assert time.monotonic() - t0 < 5, "both grants must fall inside a's lease"
+    finally:
+        a.close()
+        b.close()
