@@ -4,7 +4,9 @@ helper it shares with the etcd resource (workloads/etcd_resource.py).
 A grant is a lease plus a lock key. acquire = `/v3/lease/grant` (TTL = lease_ms rounded up to
 whole seconds, at least 1; etcd itself raises TTLs below its floor, 2 s with our 1 s election
 timeout, so the real lease is never shorter than asked) then `/v3/lock/lock` with that lease,
-which blocks until the key `<prefix><lease-hex>` is the oldest under the lock's prefix. The
+which blocks until the key `<prefix><lease-hex>` is the oldest under the lock's prefix. While
+blocked there the client keeps the lease alive from a thread of its own (as etcd's clientv3
+session does; the lock service itself does not, see `_keeping_alive`). The
 token is that key's create revision (a range on the key): revisions grow with every write to
 the cluster, and a later grant's key was created later, so tokens strictly increase.
 renew = `/v3/lease/keepalive` (TTL absent or 0 in the answer = the lease is gone).
@@ -29,9 +31,11 @@ times, our key, created in between with a higher revision, was never the oldest:
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import math
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,12 +203,14 @@ class EtcdClient:
             code = "connection-refused" if isinstance(e, Refused) else "unavailable"
             raise DefiniteFailure(code, detail) from None
         lease_id = str(lease["ID"])
+        granted_ttl_s = int(lease.get("TTL", ttl_s))
         try:
-            resp = self.gw.post(
-                "/v3/lock/lock",
-                {"name": b64(lock_name(lock)), "lease": lease_id},
-                timeout_s=timeout_s,
-            )
+            with self._keeping_alive(lease_id, granted_ttl_s):
+                resp = self.gw.post(
+                    "/v3/lock/lock",
+                    {"name": b64(lock_name(lock)), "lease": lease_id},
+                    timeout_s=timeout_s,
+                )
         except (Refused, Uncertain, GrpcError) as e:
             if isinstance(e, Refused) or (isinstance(e, GrpcError) and e.definite):
                 self._revoke(lease_id)
@@ -220,7 +226,32 @@ class EtcdClient:
             self._revoke(lease_id)
             raise Indeterminate("lock-lost", "granted, but the key was gone before its token")
         token = int(kvs[0]["create_revision"])
-        return Grant(lock, token, lease_ms, EtcdHandle(lease_id, key, int(lease.get("TTL", ttl_s))))
+        return Grant(lock, token, lease_ms, EtcdHandle(lease_id, key, granted_ttl_s))
+
+    @contextlib.contextmanager
+    def _keeping_alive(self, lease_id: str, ttl_s: int) -> Iterator[None]:
+        """Keep the lease alive while blocked in the lock call (what etcd's clientv3 session
+        does). etcd's lock service does not: a waiter whose lease runs out is still answered
+        "granted" once the holder leaves, with a key that no longer exists (seen on 3.4)."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            with httpx.Client(transport=httpx.HTTPTransport(retries=0)) as http:
+                while not stop.wait(max(0.2, ttl_s / 3)):
+                    try:
+                        ep = self.gw.endpoints[0]
+                        http.post(f"http://{ep}/v3/lease/keepalive", json={"ID": lease_id},
+                                  timeout=self.op_timeout_s)
+                    except httpx.HTTPError as e:
+                        log.debug("etcd: keepalive of %s while waiting: %s", lease_id, e)
+
+        t = threading.Thread(target=beat, name=f"keepalive-{lease_id}", daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join(self.op_timeout_s + 1.0)
 
     def _unsure_acquire(
         self, lock: str, lease_id: str, before: tuple[str, str] | None, e: Exception

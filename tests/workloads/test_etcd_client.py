@@ -1,0 +1,136 @@
+"""EtcdClient against a real 3-member etcd cluster: tokens, mutual exclusion, lease expiry,
+renewal, and the mapping of refusals and uncertainty to fail/info."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from clusters.etcd import EtcdService
+from tests.backends import etcd_cluster, store_dir
+from workloads.base import DefiniteFailure, Indeterminate
+from workloads.etcd_client import EtcdClient, EtcdHandle
+
+__all__ = ["etcd_cluster", "store_dir"]
+
+
+@pytest.fixture
+def clients(etcd_cluster: EtcdService) -> Iterator[list[EtcdClient]]:
+    made: list[EtcdClient] = []
+
+    def make(**extra: Any) -> EtcdClient:
+        opts = {"endpoints": etcd_cluster.endpoints(), "op_timeout_s": 1.0, "worker": len(made)}
+        c = EtcdClient({**opts, **extra})
+        made.append(c)
+        return c
+
+    for _ in range(3):
+        make()
+    yield made
+    for c in made:
+        c.close()
+
+
+def test_tokens_strictly_increase_across_clients(clients: list[EtcdClient]) -> None:
+    a, b, c = clients
+    tokens = []
+    for client in (a, b, c, a, c):
+        g = client.acquire("inc", 5000, 2.0)
+        assert isinstance(g.handle, EtcdHandle) and g.handle.key.startswith("fc/lock/inc/")
+        tokens.append(g.token)
+        client.release(g)
+    assert all(isinstance(t, int) for t in tokens)
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+
+
+def test_second_client_waits_then_fails_definitely(clients: list[EtcdClient]) -> None:
+    a, b, _ = clients
+    g = a.acquire("excl", 5000, 2.0)
+    t0 = time.monotonic()
+    with pytest.raises(DefiniteFailure) as e:
+        b.acquire("excl", 5000, 0.5)
+    assert e.value.error == "timeout"  # proven never granted: a held the lock throughout
+    assert time.monotonic() - t0 >= 0.5
+    a.release(g)
+    g2 = b.acquire("excl", 5000, 2.0)
+    assert g.token is not None and g2.token is not None and g2.token > g.token
+    b.release(g2)
+    with pytest.raises(DefiniteFailure):
+        b.release(g2)  # already released: the lease is gone
+
+
+def test_unrenewed_lease_expires_and_passes_on(clients: list[EtcdClient]) -> None:
+    a, b, _ = clients
+    ga = a.acquire("expiry", 1000, 2.0)  # TTL 1 s, raised to etcd's 2 s floor
+    t0 = time.monotonic()
+    gb = b.acquire("expiry", 1000, 6.0)  # a does not renew: its lease runs out
+    waited = time.monotonic() - t0
+    assert 0.9 <= waited < 5.0
+    assert gb.token is not None and ga.token is not None and gb.token > ga.token
+    with pytest.raises(DefiniteFailure) as e:
+        a.renew(ga, 1000)
+    assert e.value.error == "lease-expired"
+    with pytest.raises(DefiniteFailure):
+        a.release(ga)
+    b.release(gb)
+
+
+def test_renewal_keeps_the_lock(clients: list[EtcdClient]) -> None:
+    a, b, _ = clients
+    g = a.acquire("renewed", 1000, 2.0)
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:  # past the 2 s lease, renewed every 0.4 s
+        g = a.renew(g, 1000)
+        time.sleep(0.4)
+    with pytest.raises(DefiniteFailure):
+        b.acquire("renewed", 1000, 0.3)
+    a.release(g)
+
+
+def test_refused_connection_is_a_definite_failure() -> None:
+    c = EtcdClient({"endpoints": ["127.0.44.20:2379", "127.0.44.21:2379"], "op_timeout_s": 0.5})
+    try:
+        with pytest.raises(DefiniteFailure) as e:
+            c.acquire("x", 1000, 1.0)
+        assert e.value.error == "connection-refused"
+    finally:
+        c.close()
+
+
+def test_paused_member_makes_renew_indeterminate(etcd_cluster: EtcdService) -> None:
+    ep = etcd_cluster.endpoints()[2]
+    c = EtcdClient({"endpoints": [ep], "op_timeout_s": 0.5})
+    try:
+        g = c.acquire("paused", 5000, 2.0)
+        etcd_cluster.pause("e3")
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(Indeterminate):
+                c.renew(g, 5000)  # sent, never answered: no retry, no verdict
+            assert time.monotonic() - t0 < 2.0
+        finally:
+            etcd_cluster.resume("e3")
+        etcd_cluster.wait_ready(10.0, ["e3"])
+        c.release(g)
+    finally:
+        c.close()
+
+
+def test_waiter_keeps_its_lease_while_blocked(clients: list[EtcdClient]) -> None:
+    """etcd's lock service answers "granted" to a waiter whose lease ran out while it waited;
+    the client's own keepalive during the wait must prevent that."""
+    a, b, _ = clients
+    ga = a.acquire("long-wait", 10_000, 2.0)
+    releaser = threading.Timer(3.5, a.release, args=(ga,))  # past b's 2 s lease
+    releaser.start()
+    try:
+        gb = b.acquire("long-wait", 1000, 8.0)
+    finally:
+        releaser.join()
+    assert gb.token is not None and ga.token is not None and gb.token > ga.token
+    b.renew(gb, 1000)  # the lease is alive, so the lock is really ours
+    b.release(gb)
