@@ -5,9 +5,11 @@ Run: `python -m workloads.worker CONFIG.json [--final-read]` (exit 0 after SIGTE
 bad config). `WorkerConfig` is the config file's schema; `Worker` is the loop, usable in-process.
 
 The loop: acquire(L) -> k times (read L, think, write read+1, each with the token) -> release ->
-idle. With `renew`, before each read and write the worker renews if half a lease has passed since
-its last successful acquire/renew invoke. It is deliberately not "smart": a lease that surely ran
-out by its own clock does not stop it, as a client paused by GC would not know either. It does
+idle. With `renew`, after each read and each write the worker renews if half a lease has passed
+since its last successful acquire/renew invoke. After, not before: a real client's keepalive runs
+beside its main thread, so after a GC pause the pending write goes out before anyone notices the
+lease is gone; renewing first would hide exactly the stale write a pause causes. The worker is
+deliberately not "smart": a lease that surely ran out by its own clock does not stop it. It does
 listen to the services: a refused renew, read or write ends the section (then it releases, which
 the owner check makes harmless). After an `info` the process id is retired (a new one follows,
 DESIGN.md) and the grant is dropped unreleased: the new process id never held it.
@@ -206,19 +208,21 @@ class Worker:
     def _section(self, grant: Grant) -> Grant | None:
         """Reads and writes under `grant`. Returns the grant to release, or None to drop it."""
         for _ in range(self.config.writes_per_section):
-            go, grant = self._maybe_renew(grant)
-            if go != "go" or self.stop():
-                return None if go == "drop" else grant
             read = self._read(grant)
             if read.status != "ok":
                 return grant if read.status == "fail" else None
-            self._sleep(self.config.think_ms)
             go, grant = self._maybe_renew(grant)
             if go != "go" or self.stop():
                 return None if go == "drop" else grant
+            self._sleep(self.config.think_ms)
+            if self.stop():
+                return grant
             wrote = self._write(grant, (read.result or 0) + 1)
             if wrote.status != "ok":
                 return grant if wrote.status == "fail" else None
+            go, grant = self._maybe_renew(grant)
+            if go != "go" or self.stop():
+                return None if go == "drop" else grant
         return grant
 
     def _read(self, grant: Grant) -> Outcome[int | None]:

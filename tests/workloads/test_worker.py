@@ -300,15 +300,16 @@ def test_workers_write_well_formed_logs_and_stop_on_sigterm(
     assert {e["process"] for e in read_log(final.log)} == {100}
 
 
-@pytest.mark.parametrize("fencing", [False, True])
+@pytest.mark.parametrize(("fencing", "renew"), [(False, False), (True, False), (False, True)])
 def test_a_paused_worker_resumed_makes_its_stale_write(
     tmp_path: Path, redis_server: Server, start_store: StartServer,
-    processes: list[subprocess.Popen[bytes]], fencing: bool,
+    processes: list[subprocess.Popen[bytes]], fencing: bool, renew: bool,
 ) -> None:
+    """With renewal on too: the pending write goes out before the overdue renewal."""
     store = start_store(fencing=fencing)
     slow, fast = worker_configs(tmp_path, redis_server, store, 2, "redis-setnx", locks=["x"],
                                 lease_ms=400, writes_per_section=1, idle_ms=20,
-                                acquire_timeout_s=2.0, op_timeout_s=1.0)
+                                acquire_timeout_s=2.0, op_timeout_s=1.0, renew=renew)
     slow = dataclasses.replace(slow, think_ms=150)
     fast = dataclasses.replace(fast, think_ms=5)
     a, b = spawn(slow, processes), spawn(fast, processes)
@@ -345,3 +346,7 @@ def test_a_paused_worker_resumed_makes_its_stale_write(
         assert p.wait(timeout=5) == 0
     for c in (slow, fast):
         check_log(read_log(c.log), c)
+    if renew:  # the overdue renewal after the write is refused
+        after = [e for e in read_log(slow.log) if e["time"] > done["time"]]
+        assert (after[1]["f"], after[1]["type"], after[1].get("error")) == (
+            "renew", "fail", "not-owner")
