@@ -108,6 +108,12 @@ class Ledger:
     def records(self) -> list[dict[str, Any]]:
         return read_records(self.path)
 
+    def unregister(self) -> None:
+        """Drop the run from the global index, once everything it made is gone. The ledger
+        file itself stays in the store, as evidence of what the run made."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.index / self.run_id).unlink()
+
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []

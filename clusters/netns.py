@@ -161,12 +161,14 @@ class NetnsRuntime:
         return cluster
 
     def teardown(self) -> None:
-        """Kill every process in the run's namespaces and delete them. Idempotent."""
+        """Undo everything in the run's ledger (processes, chains, namespaces), then drop the
+        run from the global index. Idempotent. Call it last: it kills what is left."""
         errors: list[str] = []
         removed = teardown_records(self.ledger.records(), errors)
         log.info("netns run %s: removed %d resources", self.run_id, len(removed))
         if errors:
-            raise TeardownError(errors)
+            raise TeardownError(errors)  # the run stays in the index, for `fencecheck teardown`
+        self.ledger.unregister()
 
     def _validate(self, nodes: list[str]) -> None:
         if self._remotes:

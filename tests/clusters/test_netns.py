@@ -6,7 +6,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -96,12 +95,20 @@ def test_setup_time_eight_nodes(runtime: NetnsRuntime) -> None:
     assert ready.returncode == 0
 
 
-def test_bad_node_names_rejected(need_netns: None, run_id: str, tmp_path: Path) -> None:
-    rt = NetnsRuntime(run_id, tmp_path)
+def test_bad_node_names_rejected(runtime: NetnsRuntime) -> None:
     with pytest.raises(ClusterError, match="bad node name"):
-        rt.setup(["sw"], [])
+        runtime.setup(["sw"], [])
     with pytest.raises(ClusterError, match="duplicate"):
-        rt.setup(["n1"], ["n1"])
+        runtime.setup(["n1"], ["n1"])
     with pytest.raises(ClusterError, match="bad node name"):
-        rt.setup(["N 1"], [])
-    assert run_namespaces(run_id) == []
+        runtime.setup(["N 1"], [])
+    assert run_namespaces(runtime.run_id) == []
+
+
+def test_teardown_drops_the_run_from_the_index(runtime: NetnsRuntime) -> None:
+    runtime.setup(["n1"], [])
+    entry = runtime.ledger.index / runtime.run_id
+    assert entry.exists()
+    runtime.teardown()
+    assert not entry.exists()
+    assert runtime.ledger.path.exists()  # the evidence stays
