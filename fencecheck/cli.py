@@ -57,8 +57,8 @@ def print_summary(results: Results, console: Console = out) -> None:
         if len(check.violations) > 3:
             console.print(f"    … and {count - 3} more (see results.json)")
     stats = results.stats
-    keys = [k for k in ("ops", "indeterminate", "stale_writes_rejected",
-                        "writes_after_lease_expired") if k in stats]
+    keys = [k for k in ("ops", "indeterminate_ops", "writes_rejected_by_fence",
+                        "writes_accepted_after_lease_expired") if k in stats]
     if keys:
         console.print("  stats: " + ", ".join(f"{k}={stats[k]}" for k in keys), soft_wrap=True)
 
@@ -79,7 +79,6 @@ def check(
 ) -> None:
     """Check a history for mutual-exclusion and fencing violations."""
     from checker.analyze import analyze
-
     from checker.base import combine
 
     run_dir: Path | None = None

@@ -260,7 +260,6 @@ def _run(cfg: RunConfig, run_dir: Path, run_id: str, progress: ProgressFn) -> Ru
         log.info("history: %d events", n)
     progress(Progress("checking"))
     from checker.analyze import analyze
-
     from checker.history import load_ops
 
     results = analyze(load_ops(run_dir / "history.jsonl"), max_drift=cfg.max_drift)
@@ -268,7 +267,7 @@ def _run(cfg: RunConfig, run_dir: Path, run_id: str, progress: ProgressFn) -> Ru
     code = results.exit_code
     if interrupted is not None:
         code = 128 + interrupted.signum
-    first = results.stats.get("first_violation_time")
+    first = results.stats.get("first_violation_ns")
     test.update(duration_s=round(time.time() - started, 3), exit_code=code,
                 ready_s=ready_s, interrupted=str(interrupted) if interrupted else None)
     write_json(run_dir / "test.json", test)

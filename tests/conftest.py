@@ -30,14 +30,28 @@ def netns_available() -> str | None:
     return None
 
 
-def fc_namespaces() -> list[str]:
+def fc_namespaces(run_id: str = "") -> list[str]:
+    """fencecheck's namespaces (of one run, if given)."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [line.split()[0] for line in out.splitlines() if line.startswith("fc-")]
+    prefix = f"fc-{run_id}-" if run_id else "fc-"
+    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
 
 
-def stopped_processes() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid=,stat=,comm="], capture_output=True, text=True).stdout
-    return [line.strip() for line in out.splitlines() if line.split()[1].startswith("T")]
+def _ps() -> list[str]:
+    argv = ["ps", "-ww", "-eo", "pid=,stat=,args="]  # -ww: full command lines, never cut
+    return subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()
+
+
+def stopped_processes(matching: str = "") -> list[str]:
+    """SIGSTOPped processes (whose command line contains `matching`, if given)."""
+    return [line.strip() for line in _ps()
+            if line.split()[1].startswith("T") and matching in line]
+
+
+def processes_matching(text: str) -> list[str]:
+    """Live processes whose command line contains text (e.g. a test's tmp_path)."""
+    return [line.strip() for line in _ps()
+            if text in line and not line.split()[1].startswith("Z") and "ps -ww" not in line]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

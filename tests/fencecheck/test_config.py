@@ -48,7 +48,7 @@ def test_config_defaults_and_names() -> None:
     cfg = make_config(backend="etcd", fencing=True, nemesis=("pause", "partition"))
     assert cfg.client_name == "etcd" and cfg.node_count == 3
     assert cfg.test_name == "etcd-etcd-pause+partition-fenced"
-    lo, hi = cfg.pause_duration_s
+    lo, _ = cfg.pause_duration_s
     assert lo > cfg.lease_ms / 1000  # default pauses outlast the lease
     with pytest.raises(ConfigError, match="nemesis"):
         make_config(nemesis=("none", "pause"))
