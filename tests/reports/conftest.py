@@ -28,9 +28,10 @@ def copy_run(name: str, dest: Path) -> Path:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    """A store with both hand-made runs: store/<test>/<timestamp>/ and a `latest` link."""
+    """A store with the hand-made runs: store/<test>/<timestamp>/ and a `latest` link."""
     root = tmp_path / "store"
     for name, test, ts in (
+        ("fenced", "etcd-fenced-pause", "20261129T225000"),
         ("violations", "redis-unfenced-pause", "20261129T230000"),
         ("planted", "planted", "20261129T231000"),
     ):

@@ -1,5 +1,6 @@
 """Writes the hand-made run directories under tests/data/runs/ (run once, outputs committed).
 
+`fenced/`: etcd tokens over a fenced store, a paused client's late write rejected (valid).
 `violations/`: a Redis lock over an unfenced resource; a client paused past its lease writes late
 (stale-write-accepted, interleaved-writes, lost-update), and a second lock whose tokens go
 backwards while two grants overlap (token-regression, double-grant). `planted/`: values that try to
@@ -110,6 +111,37 @@ def violations() -> list[Ev]:
     return ev
 
 
+def fenced() -> list[Ev]:
+    """etcd tokens over a fenced store: the paused client's late write is rejected."""
+    L = {"lock": "L", "lease_ms": 500}
+    ev: list[Ev] = []
+    t = 0.0
+    for p, tok in ((0, 101), (1, 102), (2, 103), (0, 104), (1, 105), (2, 106)):
+        ev += op(t + 10, t + 14, p, "acquire", L, done={"token": tok})
+        ev += op(t + 20, t + 23, p, "read", {"key": "k", "token": tok, "lock": "L"},
+                 done={"value": tok - 101})
+        ev += op(t + 30, t + 34, p, "write", {"key": "k", "value": tok - 100, "token": tok,
+                                              "lock": "L"})
+        ev += op(t + 40, t + 43, p, "release", {"lock": "L", "token": tok})
+        t += 50
+    ev += op(t + 10, t + 14, 0, "acquire", L, done={"token": 107})
+    ev += op(t + 20, t + 23, 0, "read", {"key": "k", "token": 107, "lock": "L"}, done={"value": 6})
+    ev += op(t + 25, t + 26, "nemesis", "start-pause", {"nodes": ["c0"]})
+    ev += op(t + 600, t + 604, 1, "acquire", L, done={"token": 108})
+    ev += op(t + 610, t + 613, 1, "read", {"key": "k", "token": 108, "lock": "L"},
+             done={"value": 6})
+    ev += op(t + 620, t + 624, 1, "write", {"key": "k", "value": 7, "token": 108, "lock": "L"})
+    ev += op(t + 630, t + 633, 1, "release", {"lock": "L", "token": 108})
+    ev += op(t + 900, t + 901, "nemesis", "stop-pause", {"nodes": ["c0"]})
+    ev += op(t + 910, t + 913, 0, "write", {"key": "k", "value": 7, "token": 107, "lock": "L"},
+             "fail", error="stale-token")
+    ev += op(t + 920, t + 922, 0, "release", {"lock": "L", "token": 107}, "fail",
+             error="lease-expired")
+    ev += op(t + 950, t + 953, 2, "read", {"key": "k", "token": None, "lock": "L"},
+             done={"value": 7})
+    return ev
+
+
 def planted() -> list[Ev]:
     bad_lock = "<script>window.fcPwned=1</script>"
     img = '"><img src=x onerror="window.fcPwned=2">'
@@ -124,6 +156,7 @@ def planted() -> list[Ev]:
     ev += op(40, 45, 1, "acquire", L, done={"token": 1})
     ev += op(50, 53, 0, "release", {"lock": bad_lock, "token": 1})
     ev += op(60, 63, 1, "release", {"lock": bad_lock, "token": 1})
+    ev += op(65, 68, 1, "read", {"key": img, "token": None, "lock": bad_lock}, done={"value": 0})
     ev += op(70, 71, "nemesis", "start-<b>x</b>", None)
     ev += op(80, 81, "nemesis", "stop-<b>x</b>", None)
     return ev
@@ -138,6 +171,14 @@ def main() -> None:
                    "nodes": ["n1", "n2"]},
         "versions": {"redis-server": "7.0.15", "fencecheck": "0.1.0"},
         "duration_s": 4.2, "exit_code": 1}, linear=True)
+    run_dir("fenced", fenced(), {
+        "run_id": "0f0f0f", "name": "etcd-fenced-pause", "started": "2026-11-29T22:50:00Z",
+        "config": {"backend": "etcd", "client": "etcd", "resource": "fenced-store",
+                   "nemesis": ["pause"], "fencing": True, "time_limit_s": 1.5,
+                   "concurrency": 3, "lease_ms": 500, "seed": 7, "runtime": "netns",
+                   "nodes": ["n1", "n2", "n3"]},
+        "versions": {"etcd": "3.4.23", "fencecheck": "0.1.0"},
+        "duration_s": 1.6, "exit_code": 0}, linear=False)
     run_dir("planted", planted(), {
         "run_id": "d4e5f6", "name": "<img src=x onerror=window.fcPwned=5>",
         "started": "2026-11-29T23:10:00Z",
