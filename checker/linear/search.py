@@ -6,7 +6,9 @@ if legal and the pair (set of linearized ops, new state) was never reached befor
 entries out of the list and restart from the head); at a return of an op not yet linearized it has
 gone too far, and backtracks. The list, the stack and the cache are plain ints and tuples: the
 linearized set is an int used as a bitset, and states are hashable, so a configuration is one
-tuple in a set.
+tuple in a set. Unlike Porcupine, the cache stores the set shifted past its fully linearized
+prefix, so memory grows with the number of configurations, not with that times the history's
+length.
 
 Indeterminate ops have no return entry: they may be linearized at any point after their call, or
 never, and the search succeeds once every definite op is linearized. A deadline turns an unfinished
@@ -82,14 +84,30 @@ def search(model: Model, entries: Sequence[Entry], deadline: float | None) -> Se
             call_node[op] = node
 
     calls = [e.call for e in entries]
-    bits = [1 << i for i in range(n)]
     optional = [e.optional for e in entries]
+    # Definite and optional ops are numbered apart, each in call order, and each set is its own
+    # bitset. Definite ops all get linearized eventually, so the definite set is stored in the
+    # cache shifted past its lowest unlinearized op `low` (every lower bit is 1): configurations
+    # stay a few words long however long the history. An optional op may stay out forever,
+    # which would pin `low`; hence its own, usually tiny, set.
+    bits: list[int] = []
+    n_def = n_opt = 0
+    for e in entries:
+        if e.optional:
+            bits.append(1 << n_opt)
+            n_opt += 1
+        else:
+            bits.append(1 << n_def)
+            n_def += 1
+    number = [b.bit_length() - 1 for b in bits]
     step = model.step
-    seen: set[tuple[int, Any]] = set()
+    seen: set[tuple[int, int, int, Any]] = set()
     stack_nodes: list[int] = []
     stack_states: list[Any] = []
     state: Any = model.init
-    linearized = 0
+    lin = 0  # definite ops linearized
+    olin = 0  # optional ops linearized
+    low = 0  # lowest definite number not in lin
     deepest = -1
     best_order: list[int] = []
     best_state: Any = state
@@ -104,14 +122,20 @@ def search(model: Model, entries: Sequence[Entry], deadline: float | None) -> Se
             op = node_op[node]
             new_state = step(state, calls[op])
             if new_state is not ILLEGAL:
-                new_lin = linearized | bits[op]
-                key = (new_lin, new_state)
+                if optional[op]:
+                    new_lin, new_olin, new_low = lin, olin | bits[op], low
+                else:
+                    new_lin, new_olin = lin | bits[op], olin
+                    new_low = low
+                    if number[op] == low:
+                        new_low = ((new_lin + 1) & ~new_lin).bit_length() - 1
+                key = (new_low, new_lin >> new_low, new_olin, new_state)
                 if key not in seen:
                     seen.add(key)
                     stack_nodes.append(node)
                     stack_states.append(state)
                     state = new_state
-                    linearized = new_lin
+                    lin, olin, low = new_lin, new_olin, new_low
                     # lift: unlink the call, then its return (unlift relinks in reverse order)
                     p, q = prv[node], nxt[node]
                     nxt[p] = q
@@ -140,9 +164,13 @@ def search(model: Model, entries: Sequence[Entry], deadline: float | None) -> Se
         node = stack_nodes.pop()
         state = stack_states.pop()
         op = node_op[node]
-        linearized ^= bits[op]
-        if not optional[op]:
+        if optional[op]:
+            olin ^= bits[op]
+        else:
+            lin ^= bits[op]
             remaining += 1
+            if number[op] < low:
+                low = number[op]
         r = match[node]
         if r >= 0:
             nxt[prv[r]] = r
