@@ -35,7 +35,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from clusters.base import ClientNode, Cluster, ClusterError, CommandResult, Remote, RemoteError
+from clusters.base import Cluster, ClusterError, CommandResult, RemoteError
 from clusters.ledger import Ledger, TeardownError, check_run_id, teardown_records
 from clusters.local import LocalRemote
 
@@ -190,7 +190,3 @@ def _ip(args: list[str], stdin: str) -> None:
         res = CommandResult("host", tuple(argv), p.returncode, p.stdout.decode(), p.stderr.decode())
         raise RemoteError(res, "ip batch failed")
 
-
-# Type checks: a LocalRemote serves as both kinds of node.
-_r: type[Remote] = LocalRemote
-_c: type[ClientNode] = LocalRemote

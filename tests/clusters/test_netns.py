@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from clusters.base import ClusterError
+from clusters.base import ClientNode, ClusterError, Remote
 from clusters.ledger import run_namespaces
 from clusters.netns import NetnsRuntime, veth_name
 
@@ -47,6 +47,9 @@ def test_nodes_reach_each_other_and_nothing_else(
 ) -> None:
     cluster = runtime.setup(["n1", "n2"], ["c1"])
     assert set(cluster.servers) == {"n1", "n2"} and set(cluster.clients) == {"c1"}
+    as_remote: Remote = runtime.remote("c1")  # mypy: a netns node is a Remote and a ClientNode
+    as_client: ClientNode = runtime.remote("c1")
+    assert as_remote.address == as_client.address == "10.77.0.4"
     assert [runtime.address(n) for n in ("n1", "n2", "c1")] == [
         "10.77.0.2", "10.77.0.3", "10.77.0.4",
     ]
