@@ -19,8 +19,8 @@ import redis
 
 from clusters.base import ClusterError, NemesisOp
 from clusters.clock import (
+    ClockControl,
     ClockNemesis,
-    NodeClocks,
     build_shim,
     check_clock_supported,
 )
@@ -53,8 +53,8 @@ def loopback_nodes(n: int) -> dict[str, LocalRemote]:
 
 
 @pytest.fixture
-def clocks(tmp_path: Path) -> Iterator[NodeClocks]:
-    c = NodeClocks(loopback_nodes(2), tmp_path / "store", cache_dir=tmp_path / "cache")
+def clocks(tmp_path: Path) -> Iterator[ClockControl]:
+    c = ClockControl(tmp_path / "clock", loopback_nodes(2), cache_dir=tmp_path / "cache")
     c.setup()
     try:
         yield c
@@ -63,7 +63,7 @@ def clocks(tmp_path: Path) -> Iterator[NodeClocks]:
 
 
 @pytest.fixture
-def shimmed_redis(clocks: NodeClocks, tmp_path: Path) -> Iterator[RedisService]:
+def shimmed_redis(clocks: ClockControl, tmp_path: Path) -> Iterator[RedisService]:
     nodes = clocks.nodes
     svc = RedisService(port=free_port([r.address for r in nodes.values()]), env_for=clocks.env_for)
     try:
@@ -105,7 +105,7 @@ def test_build_shim_is_cached_by_source_hash(tmp_path: Path) -> None:
 
 
 def test_bump_expires_a_key_on_that_node_only(
-    shimmed_redis: RedisService, clocks: NodeClocks
+    shimmed_redis: RedisService, clocks: ClockControl
 ) -> None:
     r1, r2 = _client(shimmed_redis, "n1"), _client(shimmed_redis, "n2")
     try:
@@ -125,7 +125,7 @@ def test_bump_expires_a_key_on_that_node_only(
         r2.close()
 
 
-def test_only_shimmed_processes_see_the_offset(clocks: NodeClocks) -> None:
+def test_only_shimmed_processes_see_the_offset(clocks: ClockControl) -> None:
     clocks.bump("n1", -3600.0)
     clocks.bump("n1", 600.5)
     assert clocks.offset_s("n1") == pytest.approx(-2999.5)
@@ -137,7 +137,7 @@ def test_only_shimmed_processes_see_the_offset(clocks: NodeClocks) -> None:
     assert abs(other - time.time()) < 2.0
 
 
-def test_coarse_clock_gettimeofday_and_time_are_all_moved(clocks: NodeClocks) -> None:
+def test_coarse_clock_gettimeofday_and_time_are_all_moved(clocks: ClockControl) -> None:
     clocks.bump("n1", 86400.0)
     code = (
         "import ctypes, time\n"
@@ -161,7 +161,7 @@ def test_coarse_clock_gettimeofday_and_time_are_all_moved(clocks: NodeClocks) ->
     assert float(out[4]) == pytest.approx(time.monotonic(), abs=3)  # monotonic never moves
 
 
-def test_strobe_flips_and_restores(clocks: NodeClocks) -> None:
+def test_strobe_flips_and_restores(clocks: ClockControl) -> None:
     clocks.bump("n2", 10.0)
     seen: list[float] = []
     path = Path(clocks.offset_path("n2"))
@@ -177,7 +177,7 @@ def test_strobe_flips_and_restores(clocks: NodeClocks) -> None:
         clocks.strobe("n2", 1.0, 0.001, 1.0)
 
 
-def test_reset_all_stops_a_running_strobe_and_is_idempotent(clocks: NodeClocks) -> None:
+def test_reset_all_stops_a_running_strobe_and_is_idempotent(clocks: ClockControl) -> None:
     t = threading.Thread(target=lambda: clocks.strobe(["n1", "n2"], 50.0, 0.02, 30.0))
     t.start()
     time.sleep(0.1)
@@ -189,7 +189,7 @@ def test_reset_all_stops_a_running_strobe_and_is_idempotent(clocks: NodeClocks) 
         assert int(Path(clocks.offset_path(n)).read_text()) == 0
 
 
-def test_clock_nemesis_ops(clocks: NodeClocks) -> None:
+def test_clock_nemesis_ops(clocks: ClockControl) -> None:
     nem = ClockNemesis(clocks)
     assert nem.invoke(NemesisOp("bump", {"nodes": ["n1"], "delta_s": 30})) == {
         "offset_s": {"n1": 30.0}
@@ -203,8 +203,62 @@ def test_clock_nemesis_ops(clocks: NodeClocks) -> None:
         nem.invoke(NemesisOp("warp"))
 
 
+def test_env_for_works_for_any_node_before_setup(tmp_path: Path) -> None:
+    """The controller asks for env_for(node) while the service starts, with no node list."""
+    c = ClockControl(tmp_path / "clock", cache_dir=tmp_path / "cache")
+    c.reset_all()  # nothing known yet: a no-op
+    env = c.env_for("late")
+    assert env["FC_CLOCK_OFFSET_FILE"] == str(tmp_path / "clock" / "late.offset")
+    assert Path(env["LD_PRELOAD"]).exists()
+    assert Path(env["FC_CLOCK_OFFSET_FILE"]).read_text() == "0\n"
+    c.bump("late", 5)
+    assert c.known_nodes() == ["late"]
+    assert _py_time(env) - time.time() == pytest.approx(5, abs=2)
+    c.reset_all()
+    assert Path(env["FC_CLOCK_OFFSET_FILE"]).read_text() == "0\n"
+
+
+def test_start_and_stop_clock_follow_the_seeded_schedule(tmp_path: Path) -> None:
+    c = ClockControl(tmp_path / "clock", cache_dir=tmp_path / "cache")
+    servers = [f"n{i}" for i in range(1, 6)]
+    for n in servers:
+        c.env_for(n)
+    nem = ClockNemesis(c, servers, lease_ms=2000, rng=random.Random(1))
+    kinds: list[str] = []
+    try:
+        for _ in range(12):
+            res = nem.invoke(NemesisOp("start-clock", {"holder": None, "clients": []}))
+            kinds.append(res["kind"])
+            if res["kind"] == "strobe":
+                assert len(res["nodes"]) == 3 and res["delta_s"] > 2.0
+                time.sleep(0.02)
+            else:
+                offsets = res["offset_s"]
+                assert len(offsets) in (1, 3)
+                assert all(abs(v) > 2.0 for v in offsets.values())  # more than the lease
+                if len(offsets) == 3:
+                    assert all(v > 0 for v in offsets.values())  # a majority jumps forward
+            nem.invoke(NemesisOp("stop-clock"))
+            assert all(c.offset_s(n) == 0 for n in servers)
+            assert all(Path(c.offset_path(n)).read_text() == "0\n" for n in servers)
+    finally:
+        nem.heal()
+    assert "bump" in kinds and "strobe" in kinds
+    assert kinds == _replay_kinds(tmp_path)  # same seed, same schedule
+
+
+def _replay_kinds(tmp_path: Path) -> list[str]:
+    c = ClockControl(tmp_path / "clock2", cache_dir=tmp_path / "cache")
+    nem = ClockNemesis(c, [f"n{i}" for i in range(1, 6)], rng=random.Random(1))
+    out = []
+    for _ in range(12):
+        out.append(nem.invoke(NemesisOp("start-clock"))["kind"])
+        nem.invoke(NemesisOp("stop-clock"))
+    return out
+
+
 @pytest.mark.skipif(shutil.which("java") is None, reason="needs java")
-def test_java_sees_the_offset(clocks: NodeClocks, tmp_path: Path) -> None:
+def test_java_sees_the_offset(clocks: ClockControl, tmp_path: Path) -> None:
     src = tmp_path / "Now.java"
     src.write_text(
         "public class Now { public static void main(String[] a) {"

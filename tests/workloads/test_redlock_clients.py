@@ -21,7 +21,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from clusters.clock import NodeClocks
+from clusters.clock import ClockControl
 from clusters.local import LocalRemote
 from clusters.redis import RedisService
 from workloads.base import DefiniteFailure, Grant, LockClient
@@ -47,11 +47,11 @@ def shim_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def clocks(tmp_path: Path, shim_cache: Path) -> Iterator[NodeClocks]:
+def clocks(tmp_path: Path, shim_cache: Path) -> Iterator[ClockControl]:
     # A random third octet keeps concurrent test sessions off each other's addresses.
     net = random.randint(100, 250)
     nodes = {f"m{i}": LocalRemote(f"m{i}", f"127.0.{net}.{i}") for i in range(1, 6)}
-    c = NodeClocks(nodes, tmp_path / "store", cache_dir=shim_cache)
+    c = ClockControl(tmp_path / "clock", nodes, cache_dir=shim_cache)
     c.setup()
     try:
         yield c
@@ -60,7 +60,7 @@ def clocks(tmp_path: Path, shim_cache: Path) -> Iterator[NodeClocks]:
 
 
 @pytest.fixture
-def masters(clocks: NodeClocks, tmp_path: Path) -> Iterator[RedisService]:
+def masters(clocks: ClockControl, tmp_path: Path) -> Iterator[RedisService]:
     """Five independent masters whose wall clocks `clocks` can move."""
     nodes = clocks.nodes
     svc = RedisService(port=free_port([n.address for n in nodes.values()]), env_for=clocks.env_for)
@@ -262,7 +262,7 @@ CLIENTS: dict[str, Callable[[dict[str, Any]], LockClient]] = {
 
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_clock_jump_on_a_majority_grants_the_lock_twice(
-    client: str, masters: RedisService, clocks: NodeClocks
+    client: str, masters: RedisService, clocks: ClockControl
 ) -> None:
     """Kleppmann's case: the lock expires early on a majority whose clocks jumped."""
     a, b = CLIENTS[client](options(masters)), CLIENTS[client](options(masters))
