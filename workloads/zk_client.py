@@ -50,7 +50,7 @@ from workloads.base import DefiniteFailure, Grant, Indeterminate
 log = logging.getLogger(__name__)
 
 LOCK_ROOT = "/fc/locks/"
-_SEQ = re.compile(r"-lock-(\d{10})$")
+_SEQ = re.compile(r"__lock__(\d{10})$")  # kazoo Lock node names: <uuid>__lock__<seq>
 
 
 def lock_path(lock: str) -> str:
@@ -180,6 +180,9 @@ class ZkClient:
         handle = _handle(grant)
         if self.zk is None or self.zk.state != KazooState.CONNECTED:
             raise DefiniteFailure("not-connected", "no connected session")
+        if self.zk.client_id is None or self.zk.client_id[0] != handle.session_id:
+            # kazoo opened a new session after the old one expired, deleting our node.
+            raise DefiniteFailure("lock-lost", "the session that held it expired")
         try:
             stat = self._get(self.zk.exists_async(handle.path))
         except (KazooException, KazooTimeoutError) as e:

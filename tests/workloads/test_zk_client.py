@@ -1,0 +1,158 @@
+"""ZkClient against a real 3-server ZooKeeper ensemble: tokens, mutual exclusion, session
+expiry of a paused holder (a real SIGSTOPped process), and fail/info mapping."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from clusters.zookeeper import ZookeeperService
+from tests.backends import store_dir, zk_cluster
+from tests.conftest import REPO
+from workloads.base import DefiniteFailure
+from workloads.zk_client import ZkClient, ZkHandle
+
+__all__ = ["store_dir", "zk_cluster"]
+
+# A lock holder in its own process, so SIGSTOP pauses it (and kazoo's pings) like a GC pause.
+HOLDER = """
+import json, sys
+from workloads.zk_client import ZkClient
+c = ZkClient({"endpoints": sys.argv[1].split(","), "op_timeout_s": 1.0})
+g = c.acquire(sys.argv[2], int(sys.argv[3]), 5.0)
+print(json.dumps({"token": g.token}), flush=True)
+for line in sys.stdin:
+    try:
+        g = c.renew(g, int(sys.argv[3]))
+        print(json.dumps({"renew": "ok"}), flush=True)
+    except Exception as e:
+        print(json.dumps({"renew": getattr(e, "error", repr(e))}), flush=True)
+c.close()
+"""
+
+
+@pytest.fixture
+def clients(zk_cluster: ZookeeperService) -> Iterator[list[ZkClient]]:
+    made = [
+        ZkClient({"endpoints": zk_cluster.endpoints(), "op_timeout_s": 2.0, "worker": i})
+        for i in range(3)
+    ]
+    yield made
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
+def holder(zk_cluster: ZookeeperService) -> Iterator[Any]:
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(lock: str, lease_ms: int) -> subprocess.Popen[str]:
+        p = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, ",".join(zk_cluster.endpoints()), lock, str(lease_ms)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
+        )
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        p.send_signal(signal.SIGCONT)
+        p.kill()
+        p.wait(10)
+
+
+def test_tokens_strictly_increase_across_clients(clients: list[ZkClient]) -> None:
+    a, b, c = clients
+    tokens = []
+    for client in (a, b, c, a, c):
+        g = client.acquire("inc", 4000, 2.0)
+        assert isinstance(g.handle, ZkHandle) and g.handle.path.startswith("/fc/locks/inc/")
+        tokens.append(g.token)
+        client.release(g)
+    assert all(isinstance(t, int) for t in tokens)
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+
+
+def test_second_client_waits_then_fails_definitely(clients: list[ZkClient]) -> None:
+    a, b, _ = clients
+    g = a.acquire("excl", 4000, 2.0)
+    t0 = time.monotonic()
+    with pytest.raises(DefiniteFailure) as e:
+        b.acquire("excl", 4000, 0.5)
+    assert e.value.error == "timeout"
+    assert time.monotonic() - t0 >= 0.5
+    a.renew(g, 4000)
+    a.release(g)
+    g2 = b.acquire("excl", 4000, 2.0)
+    assert g.token is not None and g2.token is not None and g2.token > g.token
+    b.release(g2)
+    with pytest.raises(DefiniteFailure) as e:
+        b.release(g2)
+    assert e.value.error == "lock-lost"
+
+
+def test_paused_holder_session_expires(clients: list[ZkClient], holder: Any) -> None:
+    _, b, _ = clients
+    p = holder("expiry", 1000)
+    assert p.stdout is not None and p.stdin is not None
+    first = json.loads(p.stdout.readline())["token"]
+    with pytest.raises(DefiniteFailure):
+        b.acquire("expiry", 1000, 0.3)  # held while the holder runs
+    p.send_signal(signal.SIGSTOP)  # no pings: the session (the lease) runs out
+    t0 = time.monotonic()
+    g = b.acquire("expiry", 1000, 6.0)
+    assert 0.5 <= time.monotonic() - t0 < 5.0
+    assert g.token is not None and g.token > first
+    p.send_signal(signal.SIGCONT)
+    p.stdin.write("renew\n")
+    p.stdin.flush()
+    # Right after the pause the holder may not know yet (its request meets the dropped
+    # connection: info); it never hears "ok", and once reconnected it hears a definite no.
+    assert json.loads(p.stdout.readline())["renew"] in ("lock-lost", "not-connected", "timeout")
+    time.sleep(1.0)
+    p.stdin.write("renew\n")
+    p.stdin.flush()
+    assert json.loads(p.stdout.readline())["renew"] in ("lock-lost", "not-connected")
+    b.release(g)
+
+
+def test_unreachable_ensemble_is_a_definite_failure() -> None:
+    c = ZkClient({"endpoints": ["127.0.45.20:2181"], "op_timeout_s": 0.5})
+    try:
+        with pytest.raises(DefiniteFailure) as e:
+            c.acquire("x", 1000, 1.0)
+        assert e.value.error == "connection-refused"
+    finally:
+        c.close()
+
+
+def test_lock_survives_the_crash_of_its_server(
+    zk_cluster: ZookeeperService, clients: list[ZkClient]
+) -> None:
+    """kazoo reconnects the session (not an operation) to another server: the lease lives on."""
+    a, b, _ = clients  # a's first host is z1 (worker 0, hosts not shuffled)
+    g = a.acquire("crash", 4000, 2.0)
+    zk_cluster.kill("z1")
+    try:
+        deadline = time.monotonic() + 3.0  # well inside the 4 s session
+        while True:
+            try:
+                g = a.renew(g, 4000)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        with pytest.raises(DefiniteFailure):
+            b.acquire("crash", 4000, 0.3)
+        a.release(g)
+    finally:
+        zk_cluster.restart("z1")
+        zk_cluster.wait_ready(30.0, ["z1"])
