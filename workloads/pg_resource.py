@@ -94,11 +94,15 @@ class PgResource:
                 keepalives_count=max(1, math.ceil(self.op_timeout_s)),
                 options=f"-c statement_timeout={ms}",
             )
+        except psycopg.Error as e:
+            raise DefiniteFailure("connection-refused", str(e).strip()) from None
+        try:
             # Workers race to create the table; losing that race is fine.
             with contextlib.suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
                 conn.execute(CREATE)
         except psycopg.Error as e:
-            raise DefiniteFailure("connection-refused", str(e).strip()) from None
+            conn.close()
+            raise DefiniteFailure("unavailable", f"create table: {e}".strip()) from None
         self.conn = conn
         return conn
 
