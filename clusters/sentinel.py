@@ -6,7 +6,8 @@ failover completes within a few seconds). Clients are given the sentinels' addre
 master name `MASTER_NAME`. Setup returns once every sentinel names the same primary and knows
 every replica and every other sentinel, and every replica is in sync.
 
-Failover primitives for the nemesis: `primary()`, `replicas()`, `kill_primary()`, `failover()`
+`FailoverNemesis` (start-/stop-failover: pause or kill the primary's server) is at the end.
+Failover primitives for it and others: `primary()`, `replicas()`, `kill_primary()`, `failover()`
 (SENTINEL FAILOVER: a forced, coordinated one), `wait_for_new_primary(old)` and
 `isolation(node)` (the grudge that cuts a node off from the other service nodes, for a `Net`).
 Pausable and Killable act on the data servers, never on the sentinels.
@@ -24,8 +25,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, Literal
 
-from clusters.base import ClusterError, Daemon, Grudge, Remote, RemoteError
+from clusters.base import ClusterError, Daemon, Grudge, NemesisOp, Remote, RemoteError
 from clusters.ledger import Ledger
 from clusters.redis import Persistence, RedisService
 
@@ -127,6 +129,10 @@ class SentinelService:
     def endpoints(self) -> list[str]:
         """The sentinels: clients find the primary through them."""
         return [f"{r.address}:{self.sentinel_port}" for r in self._nodes.values()]
+
+    def client_options(self) -> dict[str, Any]:
+        """What clients need besides the endpoints: the name the sentinels monitor."""
+        return {"service_name": MASTER_NAME}
 
     def data_endpoints(self) -> list[str]:
         return [f"{r.address}:{self.port}" for r in self._nodes.values()]
@@ -362,3 +368,53 @@ def _stop(remote: Remote, d: Daemon, grace_s: float = 3.0) -> None:
                 time.sleep(0.01)
             return
         time.sleep(0.01)
+
+
+class FailoverNemesis:
+    """Makes the sentinels fail over. `start-failover` takes the current primary's server away:
+    mode "pause" (default) SIGSTOPs it, so the sentinels promote a replica while the old
+    primary lives on, and on `stop-failover` it resumes as a second master until the sentinels
+    demote it (seconds later): clients still connected to it are granted locks there that the
+    new primary never sees. Mode "kill" SIGKILLs it, and `stop-failover` restarts it (empty,
+    with persistence off). Holds should outlast down-after plus the failover (a few seconds).
+    `heal` resumes or restarts whatever is still taken away; idempotent."""
+
+    name = "failover"
+
+    def __init__(self, service: SentinelService, mode: Literal["pause", "kill"] = "pause") -> None:
+        if mode not in ("pause", "kill"):
+            raise ClusterError(f"failover nemesis: bad mode {mode!r}")
+        self.service = service
+        self.mode = mode
+        self._victim: str | None = None
+
+    def invoke(self, op: NemesisOp) -> Any:
+        if op.f == "start-failover":
+            if self._victim is not None:
+                return {"skipped": f"{self._victim} is still {self.mode}d"}
+            node = self.service.primary()
+            self._victim = node  # recorded first: heal must undo even a half-done start
+            if self.mode == "pause":
+                self.service.pause(node)
+            else:
+                self.service.kill(node)
+            return {"primary": node, "mode": self.mode}
+        if op.f == "stop-failover":
+            victim = self._victim
+            self.heal()
+            now: str | None
+            try:
+                now = self.service.primary()
+            except ClusterError:
+                now = None
+            return {"node": victim, "primary": now}
+        raise ClusterError(f"failover nemesis: unknown op {op.f!r}")
+
+    def heal(self) -> None:
+        node, self._victim = self._victim, None
+        if node is None:
+            return
+        if self.mode == "pause":
+            self.service.resume(node)
+        else:
+            self.service.restart(node)

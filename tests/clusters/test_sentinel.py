@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from clusters.base import ClusterError
+from clusters.base import ClusterError, NemesisOp
 from clusters.local import LocalRemote
-from clusters.sentinel import MASTER_NAME, SentinelService
+from clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis")
 
@@ -116,3 +116,16 @@ def test_refuses_fewer_than_three_nodes(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match="at least 3"):
         svc.setup({"a": LocalRemote("a", "127.0.0.1")}, tmp_path)
     svc.teardown()  # nothing started: still fine
+
+
+def test_failover_nemesis_heal_is_idempotent(sentinel: SentinelService) -> None:
+    with pytest.raises(ClusterError, match="mode"):
+        FailoverNemesis(sentinel, mode="explode")  # type: ignore[arg-type]
+    nem = FailoverNemesis(sentinel, mode="pause")
+    assert nem.invoke(NemesisOp("start-failover")) == {"primary": "s1", "mode": "pause"}
+    assert "skipped" in nem.invoke(NemesisOp("start-failover"))
+    nem.heal()
+    nem.heal()
+    assert sentinel._role("s1") == "master"  # resumed (and healed before down-after)
+    with pytest.raises(ClusterError, match="unknown op"):
+        nem.invoke(NemesisOp("start-warp"))

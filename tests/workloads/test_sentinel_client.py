@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from clusters.base import NemesisOp
 from clusters.local import LocalRemote
-from clusters.sentinel import MASTER_NAME, SentinelService
+from clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
 from workloads.base import DefiniteFailure, Grant, Indeterminate
 from workloads.sentinel_client import DEFAULT_SERVICE_NAME, SentinelSetnxClient
 
@@ -50,7 +51,7 @@ def sentinel(tmp_path: Path) -> Iterator[SentinelService]:
 
 
 def options(svc: SentinelService, **extra: Any) -> dict[str, Any]:
-    return {"endpoints": svc.endpoints(), "op_timeout_s": 0.5, **extra}
+    return {"endpoints": svc.endpoints(), "op_timeout_s": 0.5, **svc.client_options(), **extra}
 
 
 def address_of(svc: SentinelService, node: str) -> tuple[str, int]:
@@ -114,3 +115,27 @@ def test_no_primary_is_a_definite_failure(sentinel: SentinelService) -> None:
         assert e.value.error == "no-primary"
     finally:
         c.close()
+
+
+def test_failover_nemesis_pause_leaves_two_masters_granting_one_lock(
+    sentinel: SentinelService,
+) -> None:
+    """The split brain the failover nemesis is for: a client still connected to the old
+    primary is granted a lock that a client of the new primary holds, with the same token."""
+    a, b = SentinelSetnxClient(options(sentinel)), SentinelSetnxClient(options(sentinel))
+    nem = FailoverNemesis(sentinel, mode="pause")
+    try:
+        a.release(a.acquire("L", 1000, 0.5))  # a's pooled connection is to s1
+        started = nem.invoke(NemesisOp("start-failover", {"holder": None, "clients": []}))
+        assert started == {"primary": "s1", "mode": "pause"}
+        new = sentinel.wait_for_new_primary("s1", timeout_s=20)
+        gb = b.acquire("L", 30_000, 0.5)  # b connects now: to the new primary
+        assert b.primary_address() == address_of(sentinel, new)
+        stopped = nem.invoke(NemesisOp("stop-failover"))
+        assert stopped["node"] == "s1"
+        ga = a.acquire("L", 30_000, 0.5)  # s1 is back and still believes it is the primary
+        assert ga.token == gb.token == 2, "two grants of one lock, with one token"
+    finally:
+        nem.heal()
+        a.close()
+        b.close()
