@@ -20,7 +20,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote
 
 from reports.html import env, static_text, write_report
 from reports.rundata import ReportError, find_runs, load_run
@@ -51,11 +51,16 @@ class Refused(Exception):
         self.status = status
 
 
+def _path_of(target: str) -> str:
+    # Not urlsplit: it reads `//etc/passwd` as a host "etc" and the path "/passwd".
+    return target.split("?", 1)[0].split("#", 1)[0]
+
+
 def resolve(store: Path, target: str) -> Path:
     """The file or directory of the store a request target names, or Refused."""
     if not target.startswith("/"):
         raise Refused(HTTPStatus.BAD_REQUEST, "not a path")
-    raw = urlsplit(target).path
+    raw = _path_of(target)
     try:
         path = unquote(raw, errors="strict")
     except UnicodeDecodeError as e:
@@ -151,7 +156,10 @@ class StoreHandler(BaseHTTPRequestHandler):
     def _handle(self, body: bool) -> None:
         store = self.server.store
         try:
-            if urlsplit(self.path).path == "/":
+            if _path_of(self.path) == "/favicon.ico":
+                self._send(HTTPStatus.NO_CONTENT, "image/x-icon", b"", body)
+                return
+            if _path_of(self.path) == "/":
                 page = env().get_template("serve_index.html.j2").render(
                     runs=_runs(store), store=str(store), css=static_text("report.css")
                 )
@@ -169,7 +177,7 @@ class StoreHandler(BaseHTTPRequestHandler):
             self._page(e.status, msg, body)
             return
         if path.is_dir():
-            if not urlsplit(self.path).path.endswith("/"):
+            if not _path_of(self.path).endswith("/"):
                 self.send_response(HTTPStatus.MOVED_PERMANENTLY)
                 self.send_header("Location", _url(store, path) + "/")
                 self.send_header("Content-Length", "0")
@@ -186,7 +194,7 @@ class StoreHandler(BaseHTTPRequestHandler):
 
     def _make_report(self, store: Path) -> bool:
         """Write a missing report.html of a run that has a history; True if one was written."""
-        raw = urlsplit(self.path).path
+        raw = _path_of(self.path)
         if not raw.endswith("/report.html"):
             return False
         try:
