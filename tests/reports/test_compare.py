@@ -1,0 +1,115 @@
+"""reports.compare and reports.junit over a store of hand-made runs, and the matrix in Chromium."""
+
+from __future__ import annotations
+
+import csv
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from reports.compare import compare, summarize
+from reports.junit import write_junit
+from reports.rundata import ReportError, find_runs
+from tests.reports.conftest import ARTIFACTS, Browser
+
+
+def test_find_runs_walks_stores_once_and_takes_run_dirs(store: Path) -> None:
+    runs = find_runs([store])
+    assert [r.parent.name for r in runs] == ["etcd-fenced-pause", "planted", "redis-unfenced-pause"]
+    again = find_runs([store, store / "planted" / "latest"])
+    assert again == runs  # the `latest` link names a run already found
+    with pytest.raises(ReportError, match="no such file"):
+        find_runs([store / "nope"])
+
+
+def test_summary_counts_kinds_latency_and_first_violation(store: Path) -> None:
+    s = summarize(store / "redis-unfenced-pause" / "20261129T230000")
+    assert s.verdict == "invalid"
+    assert s.violations == {
+        "double-grant": 1,
+        "token-regression": 1,
+        "stale-write-accepted": 1,
+        "interleaved-writes": 1,
+        "lost-update": 1,
+        "not-linearizable": 1,
+    }
+    assert s.first_violation_s == pytest.approx(1.2)  # the linearizability counterexample's op
+    assert s.ok_frac == pytest.approx(25 / 28)
+    assert s.p50_ms == pytest.approx(3.0) and s.p99_ms == pytest.approx(60.0)
+    assert s.report is not None and s.report.is_file()  # written because it was missing
+    v = summarize(store / "etcd-fenced-pause" / "20261129T225000")
+    assert (v.verdict, v.first_violation_s, sum(v.violations.values())) == ("valid", None, 0)
+
+
+def test_compare_writes_matrix_csv_and_html_linking_reports(store: Path, tmp_path: Path) -> None:
+    html_path, csv_path = compare([store], tmp_path / "out")
+    rows = list(csv.DictReader(csv_path.open()))
+    assert len(rows) == 3
+    by_backend = {r["backend"]: r for r in rows}
+    redis, etcd = by_backend["redis"], by_backend["etcd"]
+    assert (redis["nemesis"], redis["fencing"], redis["verdict"]) == ("pause+partition", "no", "invalid")
+    assert redis["lost-update"] == "1" and redis["double-grant"] == "1"
+    assert (etcd["verdict"], etcd["fencing"], etcd["lost-update"]) == ("valid", "yes", "0")
+    page = html_path.read_text()
+    hrefs = set(re.findall(r'href="([^"]+)"', page))
+    assert len(hrefs) == 3
+    for href in hrefs:
+        assert not href.startswith("/") and (html_path.parent / href).is_file()
+    assert "<svg onload" not in page and "&lt;svg onload" in page
+
+
+def test_compare_groups_runs_of_one_configuration(store: Path, tmp_path: Path) -> None:
+    import shutil
+
+    src = store / "redis-unfenced-pause" / "20261129T230000"
+    shutil.copytree(src, src.parent / "20261130T000000")
+    _, csv_path = compare([store], tmp_path / "out")
+    (redis,) = [r for r in csv.DictReader(csv_path.open()) if r["backend"] == "redis"]
+    assert (redis["runs"], redis["invalid_runs"], redis["lost-update"]) == ("2", "2", "2")
+    assert len(redis["reports"].split(";")) == 2
+
+
+def test_compare_with_nothing_to_compare_is_a_report_error(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="no run directories"):
+        compare([tmp_path], tmp_path / "out")
+
+
+def test_junit_one_case_per_run_failures_carry_explanations(store: Path, tmp_path: Path) -> None:
+    runs = find_runs([store])
+    path = tmp_path / "junit.xml"
+    write_junit([*runs, tmp_path], path, suite="locks")
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None
+    assert (suite.get("name"), suite.get("tests"), suite.get("failures"), suite.get("errors")) == (
+        "locks", "4", "2", "1"
+    )
+    cases = {c.get("classname"): c for c in suite.iter("testcase")}
+    assert cases["etcd-fenced-pause"].find("failure") is None
+    failure = cases["redis-unfenced-pause"].find("failure")
+    assert failure is not None and failure.text is not None
+    assert "6 violations" in (failure.get("message") or "")
+    assert "[lost-update] process 4's last read" in failure.text
+    assert failure.text.count("\n[") == 5  # one line per violation
+    planted = cases["<img src=x onerror=window.fcPwned=5>"].find("failure")
+    assert planted is not None and "<script>window.fcPwned=1</script>" in (planted.text or "")
+
+
+@pytest.mark.browser
+def test_matrix_in_chromium(browser: Browser, store: Path, tmp_path: Path) -> None:
+    html_path, _ = compare([store], tmp_path / "out")
+    browser.get("about:blank")
+    browser.console()
+    browser.requests()
+    browser.get(html_path.as_uri())
+    assert browser.js("return document.querySelectorAll('#matrix tr.cell-invalid').length") == 2
+    assert browser.js("return document.querySelectorAll('#matrix tr.cell-valid').length") == 1
+    assert browser.js("return window.fcPwned") is None
+    browser.driver.find_element("css selector", '#grid td.cell-valid a').click()
+    browser.wait("return window.fcReady === true")
+    assert "No violations found" in browser.js("return document.body.innerText")
+    assert browser.console() == []
+    assert [u for u in browser.requests() if not u.startswith(("file://", "data:"))] == []
+    browser.get(html_path.as_uri())
+    browser.screenshot(ARTIFACTS / "compare.png")
