@@ -38,8 +38,8 @@ def test_compare_writes_html_csv_and_junit(app: typer.Typer, store: Path, tmp_pa
         app, "compare", str(store), "--out", str(tmp_path / "o"), "--junit", str(tmp_path / "j.xml")
     )
     assert code == 0
-    assert out.split() == [str(tmp_path / "o" / "compare.html"), str(tmp_path / "o" / "compare.csv"),
-                           str(tmp_path / "j.xml")]
+    o = tmp_path / "o"
+    assert out.split() == [str(o / "compare.html"), str(o / "compare.csv"), str(tmp_path / "j.xml")]
     assert (tmp_path / "j.xml").read_text().count("<testcase") == 3
 
 

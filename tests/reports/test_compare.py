@@ -49,7 +49,11 @@ def test_compare_writes_matrix_csv_and_html_linking_reports(store: Path, tmp_pat
     assert len(rows) == 3
     by_backend = {r["backend"]: r for r in rows}
     redis, etcd = by_backend["redis"], by_backend["etcd"]
-    assert (redis["nemesis"], redis["fencing"], redis["verdict"]) == ("pause+partition", "no", "invalid")
+    assert (redis["nemesis"], redis["fencing"], redis["verdict"]) == (
+        "pause+partition",
+        "no",
+        "invalid",
+    )
     assert redis["lost-update"] == "1" and redis["double-grant"] == "1"
     assert (etcd["verdict"], etcd["fencing"], etcd["lost-update"]) == ("valid", "yes", "0")
     page = html_path.read_text()
