@@ -55,7 +55,7 @@ def test_second_acquire_fails_definitely_after_its_timeout(
             b.acquire(lock, 5000, 0.3)
         assert e.value.error == "timeout"
         # redis-py's Lock gives up one poll early when the next poll would be past the timeout
-        assert 0.3 - 0.01 <= time.monotonic() - t < 1.0
+        assert 0.3 - 0.01 <= time.monotonic() - t < 2.0
         a.release(grant)
         b.release(b.acquire(lock, 5000, 0.3))
     finally:
@@ -71,7 +71,7 @@ def test_acquire_waits_for_a_lease_to_expire(redis_server: Server, kind: type[Lo
         a.acquire(lock, 200, 1.0)
         t = time.monotonic()
         b.acquire(lock, 200, 2.0)
-        assert 0.1 <= time.monotonic() - t < 1.0
+        assert 0.1 <= time.monotonic() - t < 2.0
     finally:
         a.close()
         b.close()
@@ -80,17 +80,20 @@ def test_acquire_waits_for_a_lease_to_expire(redis_server: Server, kind: type[Lo
 @pytest.mark.parametrize("kind", KINDS)
 def test_renew_extends_the_lease(redis_server: Server, kind: type[LockClient]) -> None:
     a, b = kind(options(redis_server)), kind(options(redis_server))  # type: ignore[call-arg]
+    admin = redis_server.admin()
     try:
         lock = name()
         grant = a.acquire(lock, 300, 1.0)
-        time.sleep(0.2)
-        grant = a.renew(grant, 300)
-        time.sleep(0.2)  # 0.4 s after the acquire: past the first lease, inside the renewed one
+        grant = a.renew(grant, 10_000)
+        assert grant.lease_ms == 10_000
+        assert admin.pttl(f"fc:lock:{lock}") > 5_000
+        time.sleep(0.4)  # past the first lease
         with pytest.raises(DefiniteFailure):
             b.acquire(lock, 300, 0.0)
-        time.sleep(0.2)
-        b.acquire(lock, 300, 0.0)  # the renewed lease ran out
+        a.release(grant)
+        b.acquire(lock, 300, 0.0)
     finally:
+        admin.close()
         a.close()
         b.close()
 
@@ -138,7 +141,7 @@ def test_connection_refused_is_definite(kind: type[LockClient]) -> None:
     with pytest.raises(DefiniteFailure) as e:
         client.acquire(name(), 1000, 1.0)
     assert e.value.error == "connection-refused"
-    assert time.monotonic() - t < 0.5  # no retries with backoff
+    assert time.monotonic() - t < 1.0  # no retries with backoff
     client.close()
 
 
@@ -160,8 +163,8 @@ def test_paused_server_is_indeterminate_after_one_attempt(
         elapsed = time.monotonic() - t
         server.resume()
         assert e.value.error == "timeout"
-        # redis-py's default (10 retries with backoff) would take several times as long
-        assert 0.5 <= elapsed < 1.2
+        # redis-py's default (10 retries with backoff) took 9.8 s here
+        assert 0.5 <= elapsed < 2.5
         time.sleep(0.2)
         stats = admin.info("commandstats")
         # redis-py's Lock acquires with a plain SET; ours with a script (whose SET counts too)

@@ -117,7 +117,7 @@ def test_paused_store_is_indeterminate_then_recovers(start_store: StartServer) -
         with pytest.raises(Indeterminate) as e:
             res.write("k", 2, 1, "k")
         assert e.value.error == "timeout"
-        assert 0.25 <= time.monotonic() - t < 1.0
+        assert 0.25 <= time.monotonic() - t < 2.0
         server.resume()
         # the timed-out write still took effect once the store woke: that is why it is `info`
         deadline = time.monotonic() + 3

@@ -259,11 +259,19 @@ def test_workers_write_well_formed_logs_and_stop_on_sigterm(
     processes: list[subprocess.Popen[bytes]], client: str, fencing: bool,
 ) -> None:
     store = start_store(fencing=fencing)
+    # Generous lease and timeouts: the suite shares 2 cores with other tests, and this run is
+    # meant to have no faults. Sections (~1.2 s) outlast half a lease, so renewals happen.
     cfgs = worker_configs(tmp_path, redis_server, store, 2, client, locks=["a", "b"],
-                          lease_ms=600, think_ms=20, writes_per_section=20, idle_ms=10,
-                          renew=True, acquire_timeout_s=1.0, op_timeout_s=1.0)
+                          lease_ms=2000, think_ms=60, writes_per_section=20, idle_ms=10,
+                          renew=True, acquire_timeout_s=5.0, op_timeout_s=5.0)
     procs = [spawn(c, processes) for c in cfgs]
-    time.sleep(2.0)
+
+    def ran_enough() -> bool:
+        events = [e for c in cfgs for e in events_of(c.log) if e["type"] == "ok"]
+        fs = [str(e["f"]) for e in events]
+        return fs.count("renew") >= 2 and fs.count("write") > 20
+
+    wait_for(ran_enough, 30, "two renewals and 20 writes")
     for p in procs:
         p.send_signal(signal.SIGTERM)
     for p in procs:
@@ -279,7 +287,8 @@ def test_workers_write_well_formed_logs_and_stop_on_sigterm(
         last = events[-1]
         # SIGTERM: a held lock is released before exiting
         assert last["f"] == "release" or (last["f"] == "acquire" and last["type"] != "ok")
-        assert all(e["type"] == "ok" for d in done.values() for e in d), "no faults injected"
+        assert all(e["type"] == "ok" or (e["f"] == "acquire" and e["error"] == "timeout")
+                   for d in done.values() for e in d), "no faults injected"
         merged += events
     merged.sort(key=lambda e: e["time"])
     fs = [e["f"] for e in merged if e["type"] == "ok"]
@@ -318,22 +327,31 @@ def test_a_paused_worker_resumed_makes_its_stale_write(
         events = events_of(slow.log)
         return bool(events) and events[-1]["type"] == "ok" and events[-1]["f"] == "read"
 
-    wait_for(a_in_think, 5, "the slow worker to read")
-    os.kill(a.pid, signal.SIGSTOP)  # like a GC pause in the critical section, past the lease
-    token_a = read_log(slow.log)[-1]["value"]["token"]
+    # Stop it in its think time (like a GC pause in the critical section), long past the lease.
+    # A busy machine can make us miss the 150 ms window: then let it go on and try again.
+    for _ in range(10):
+        wait_for(a_in_think, 10, "the slow worker to read")
+        os.kill(a.pid, signal.SIGSTOP)
+        last = read_log(slow.log)[-1]
+        if last["type"] == "ok" and last["f"] == "read":
+            break
+        os.kill(a.pid, signal.SIGCONT)
+    else:
+        pytest.fail("could not pause the slow worker inside its critical section")
+    token_a = last["value"]["token"]
 
     def b_wrote_later() -> list[dict[str, Any]]:
         return [e for e in events_of(fast.log) if e["f"] == "write" and e["type"] == "ok"
                 and e["value"]["token"] > token_a]
 
-    wait_for(lambda: bool(b_wrote_later()), 5, "the other worker to write with a newer token")
+    wait_for(lambda: bool(b_wrote_later()), 10, "the other worker to write with a newer token")
     os.kill(a.pid, signal.SIGCONT)
 
     def a_write() -> list[dict[str, Any]]:
         return [e for e in read_log(slow.log) if e["f"] == "write"
                 and e["value"]["token"] == token_a]
 
-    wait_for(lambda: len(a_write()) == 2, 5, "the resumed worker's write to complete")
+    wait_for(lambda: len(a_write()) == 2, 10, "the resumed worker's write to complete")
     invoke, done = a_write()
     assert b_wrote_later()[0]["time"] < invoke["time"]
     if fencing:
