@@ -94,13 +94,17 @@ def test_config_round_trips_through_json(tmp_path: Path) -> None:
 class FakeClient:
     name = "fake"
 
-    def __init__(self, renew_error: Exception | None = None) -> None:
+    def __init__(self, renew_error: Exception | None = None,
+                 acquire_errors: list[Exception] | None = None) -> None:
         self.token = 0
         self.renew_error = renew_error
+        self.acquire_errors = list(acquire_errors or [])
         self.released: list[Grant] = []
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         self.token += 1
+        if self.acquire_errors:
+            raise self.acquire_errors.pop(0)
         return Grant(lock, self.token, lease_ms)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
@@ -176,6 +180,15 @@ def test_info_retires_the_process_and_drops_the_grant(tmp_path: Path) -> None:
                             (2, "acquire", "ok")]
     # process 2 never held process 0's grant (token 1), so it does not release it
     assert 1 not in [g.token for g in client.released]
+
+
+def test_failed_and_unknown_acquires_go_on_without_the_lock(tmp_path: Path) -> None:
+    cfg = config(tmp_path, concurrency=4, worker=3, writes_per_section=1)
+    client = FakeClient(acquire_errors=[DefiniteFailure("timeout"), Indeterminate("timeout")])
+    got = run_fake(tmp_path, cfg, client, FakeResource(), lambda ev: released(ev) >= 1)
+    assert ops(got) == [(3, "acquire", "fail"), (3, "acquire", "info"), (7, "acquire", "ok"),
+                        (7, "read", "ok"), (7, "write", "ok"), (7, "release", "ok")]
+    assert [g.token for g in client.released] == [3]
 
 
 def test_stale_token_ends_the_section_with_a_release(tmp_path: Path) -> None:
