@@ -154,6 +154,8 @@ class Worker:
         t = self.events.write(process, "invoke", f, value)
         try:
             result = call()
+            # inside the try: a plugin's malformed result is recorded, not a crash
+            done = value if ok_value is None else ok_value(result)
         except DefiniteFailure as e:
             self.events.write(process, "fail", f, value, e.error)
             return Outcome("fail", None, t)
@@ -166,7 +168,6 @@ class Worker:
             self.events.write(process, "info", f, value, f"{type(e).__name__}: {e}")
             self.generation += 1
             return Outcome("info", None, t)
-        done = value if ok_value is None else ok_value(result)
         self.events.write(process, "ok", f, done)
         return Outcome("ok", result, t)
 
