@@ -4,6 +4,7 @@ worker processes against redis-server and the fenced store (log shape, SIGTERM, 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -381,3 +382,14 @@ def test_a_paused_worker_resumed_makes_its_stale_write(
         after = [e for e in read_log(slow.log) if e["time"] > done["time"]]
         assert (after[1]["f"], after[1]["type"], after[1].get("error")) == (
             "renew", "fail", "not-owner")
+
+
+def test_a_bad_config_exits_3_with_one_clear_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    data = {**config(tmp_path).to_json(), "client": "no-such-client"}
+    bad.write_text(json.dumps(data))
+    proc = subprocess.run([sys.executable, "-m", "workloads.worker", str(bad)], cwd=REPO,
+                          capture_output=True, timeout=30)
+    assert proc.returncode == 3
+    assert b"unknown client 'no-such-client'" in proc.stderr and b"Traceback" not in proc.stderr
+    assert not Path(data["log"]).exists()  # nothing recorded
