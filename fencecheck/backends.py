@@ -4,6 +4,7 @@ options its clients get, and the resource server. The one place that knows every
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,9 +71,11 @@ def check_compatible(cfg: RunConfig) -> None:
             raise ConfigError(f"bad configuration: nemesis: {e}") from None
 
 
-def make_service(cfg: RunConfig, env_for: Any = None) -> LockService:
+def make_service(cfg: RunConfig, env_for: Any = None, ledger: Any = None) -> LockService:
     cls = _load(SERVICES[cfg.backend])
     kwargs: dict[str, Any] = {}
+    if ledger is not None and "ledger" in inspect.signature(cls).parameters:
+        kwargs["ledger"] = ledger  # servers outside a namespace are then found by teardown too
     if cfg.backend in ("redis", "redlock"):
         kwargs["persistence"] = cfg.persistence
         if env_for is not None:

@@ -313,8 +313,9 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
 
             clock = ClockControl(run_dir / "clock")
             stack.callback(clock.reset_all)
+            clock.setup()
             env_for = clock.env_for
-        service = backends.make_service(cfg, env_for)
+        service = backends.make_service(cfg, env_for, runtime.ledger)
         stack.callback(service.teardown)
         service.setup(nodes, run_dir)
 
@@ -335,7 +336,8 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
         for w in workers:
             w.proc = _spawn(w, run_dir)
 
-        nemeses = _make_nemeses(cfg, service, workers, servers, clock, cluster)
+        nemeses = _make_nemeses(cfg, service, workers, servers, clock, cluster,
+                                random.Random(cfg.seed + 1), runtime.ledger, run_id)
         for nem in nemeses.values():
             stack.callback(nem.heal)
         _loop(cfg, rng, workers, nemeses, nemesis_log, progress, servers)
@@ -376,7 +378,8 @@ def _start_resource(cfg: RunConfig, cluster: Cluster, service: LockService, run_
 
 
 def _make_nemeses(cfg: RunConfig, service: LockService, workers: list[_Worker],
-                  servers: list[str], clock: Any, cluster: Cluster) -> dict[str, Any]:
+                  servers: list[str], clock: Any, cluster: Cluster, rng: random.Random,
+                  ledger: Any, run_id: str) -> dict[str, Any]:
     nemeses: dict[str, Any] = {}
     for fault in cfg.faults:
         if fault == "pause":
@@ -398,15 +401,17 @@ def _make_nemeses(cfg: RunConfig, service: LockService, workers: list[_Worker],
         elif fault == "partition":
             from clusters.partition import PartitionNemesis
 
-            nemeses["partition"] = PartitionNemesis(cluster, servers,
-                                                    backends.RESOURCE_NODE)
+            nemeses["partition"] = PartitionNemesis(cluster, servers, backends.RESOURCE_NODE,
+                                                    run_id=run_id, ledger=ledger, rng=rng)
         elif fault == "clock":
             from clusters.clock import ClockNemesis
 
-            nemeses["clock"] = ClockNemesis(clock, servers)
+            nemeses["clock"] = ClockNemesis(clock, servers, lease_ms=cfg.lease_ms, rng=rng)
         elif fault == "failover":
-            from clusters.sentinel import FailoverNemesis
+            from clusters.sentinel import FailoverNemesis, SentinelService
 
+            if not isinstance(service, SentinelService):
+                raise ConfigError("nemesis: failover needs --backend redis-sentinel")
             nemeses["failover"] = FailoverNemesis(service)
     return nemeses
 
