@@ -42,6 +42,24 @@ def _load(spec: str) -> Any:
         raise ConfigError(f"backend not available in this build: {spec} ({e})") from None
 
 
+RUNTIMES: dict[str, str] = {
+    "netns": "clusters.netns:NetnsRuntime",
+    "docker": "clusters.docker:DockerRuntime",
+    "ssh": "clusters.ssh:SshRuntime",
+}
+
+
+def make_runtime(cfg: RunConfig, run_id: str, run_dir: Path) -> Any:
+    """The runtime of cfg.runtime. Every runtime takes (run_id, store, subnet) and the ssh one
+    also its connection options; each exposes `setup`, `teardown` and `ledger`."""
+    cls = _load(RUNTIMES[cfg.runtime])
+    if cfg.runtime == "ssh":
+        return cls(run_id, run_dir, hosts=list(cfg.hosts), user=cfg.ssh_user,
+                   key=cfg.ssh_key, port=cfg.ssh_port, sudo=cfg.sudo,
+                   accept_unknown=cfg.ssh_accept_unknown, known_hosts=cfg.known_hosts)
+    return cls(run_id, run_dir, cfg.subnet)
+
+
 def server_nodes(cfg: RunConfig) -> list[str]:
     return [f"n{i + 1}" for i in range(cfg.node_count)]
 

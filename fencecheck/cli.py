@@ -154,6 +154,14 @@ def run(
     interval: Annotated[str | None, typer.Option(help="seconds between faults, LOW,HIGH")] = None,
     fault_duration: Annotated[str | None, typer.Option(help="seconds a fault lasts, LOW,HIGH")] = None,
     subnet: Annotated[str, typer.Option(help="address range of the nodes")] = "10.77.0.0/24",
+    runtime: Annotated[str, typer.Option(help="where nodes come from: netns, docker or ssh")] = "netns",
+    hosts: Annotated[str | None, typer.Option(help="ssh runtime: h1,h2,... (servers first)")] = None,
+    ssh_user: Annotated[str, typer.Option(help="ssh runtime: login user")] = "root",
+    ssh_key: Annotated[Path | None, typer.Option(help="ssh runtime: private key file")] = None,
+    ssh_port: Annotated[int, typer.Option(help="ssh runtime: port")] = 22,
+    sudo: Annotated[bool, typer.Option(help="ssh runtime: run commands through sudo")] = False,
+    ssh_accept_unknown: Annotated[bool, typer.Option(help="ssh runtime: accept unknown host keys (insecure)")] = False,
+    known_hosts: Annotated[Path | None, typer.Option(help="ssh runtime: known_hosts file to verify against")] = None,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML file")] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log to stderr")] = False,
 ) -> None:
@@ -179,7 +187,13 @@ def run(
             writes_per_section=writes, locks=locks, renew=renew,
             nemesis_interval_s=_pair(interval, "--interval"),
             fault_duration_s=_pair(fault_duration, "--fault-duration"), subnet=subnet,
+            runtime=runtime, hosts=tuple(h.strip() for h in (hosts or "").split(",") if h.strip()),
+            ssh_user=ssh_user, ssh_key=ssh_key, ssh_port=ssh_port, sudo=sudo,
+            ssh_accept_unknown=ssh_accept_unknown, known_hosts=known_hosts,
         )
+        if cfg.ssh_accept_unknown:
+            err.print("[bold yellow]warning:[/] --ssh-accept-unknown: host keys are NOT verified; "
+                      "anyone on the path can impersonate the nodes")
         if os.geteuid() != 0:
             fail("fencecheck run needs root (network namespaces, iptables); see `fencecheck doctor`")
         with ProgressLine(err) as line:

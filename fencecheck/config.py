@@ -51,7 +51,14 @@ class RunConfig(BaseModel):
     lease_ms: int = Field(2000, ge=1)
     seed: int = 0
     store: Path = Path("store")
-    runtime: Literal["netns"] = "netns"
+    runtime: Literal["netns", "docker", "ssh"] = "netns"
+    hosts: tuple[str, ...] = ()  # ssh runtime: the machines, server nodes first
+    ssh_user: str = "root"
+    ssh_key: Path | None = None
+    ssh_port: int = Field(22, ge=1, le=65535)
+    sudo: bool = False
+    ssh_accept_unknown: bool = False
+    known_hosts: Path | None = None
     nodes: int | None = Field(None, ge=1, le=9)
     persistence: Literal["off", "everysec", "always"] = "off"
     subnet: str = "10.77.0.0/24"
@@ -85,6 +92,10 @@ class RunConfig(BaseModel):
     def _consistent(self) -> RunConfig:
         if "none" in self.nemesis and len(self.nemesis) > 1:
             raise ValueError("nemesis: 'none' cannot be combined with other faults")
+        if self.runtime == "ssh" and not self.hosts:
+            raise ValueError("hosts: --runtime ssh needs --hosts h1,h2,...")
+        if "failover" in self.nemesis and self.backend != "redis-sentinel":
+            raise ValueError("nemesis: failover needs --backend redis-sentinel")
         if self.store.exists() and not self.store.is_dir():
             raise ValueError(f"store: {self.store} exists and is not a directory")
         return self

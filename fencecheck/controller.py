@@ -292,15 +292,13 @@ def _write_report(run_dir: Path, progress: ProgressFn) -> None:
 def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list[_Worker],
            nemesis_log: _EventLog, progress: ProgressFn) -> float:
     """Everything between setup and teardown; returns the cluster-ready time in seconds."""
-    from clusters.netns import NetnsRuntime
-
     servers = backends.server_nodes(cfg)
     clients = backends.client_nodes(cfg)
     rng = random.Random(cfg.seed)
     setup_start = time.monotonic()
     with ExitStack() as stack:
         progress(Progress("setting up nodes"))
-        runtime = NetnsRuntime(run_id, run_dir, cfg.subnet)
+        runtime = backends.make_runtime(cfg, run_id, run_dir)
         stack.callback(runtime.teardown)
         cluster: Cluster = runtime.setup([*servers, backends.RESOURCE_NODE], clients)
         nodes = {n: cluster.servers[n] for n in servers}
