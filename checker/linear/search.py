@@ -90,26 +90,27 @@ def search(model: Model, entries: Sequence[Entry], deadline: float | None) -> Se
     # cache shifted past its lowest unlinearized op `low` (every lower bit is 1): configurations
     # stay a few words long however long the history. An optional op may stay out forever,
     # which would pin `low`; hence its own, usually tiny, set.
-    bits: list[int] = []
+    # The bit masks are made when used: a table of 1 << i for every op is quadratic in size.
+    number: list[int] = []
     n_def = n_opt = 0
     for e in entries:
         if e.optional:
-            bits.append(1 << n_opt)
+            number.append(n_opt)
             n_opt += 1
         else:
-            bits.append(1 << n_def)
+            number.append(n_def)
             n_def += 1
-    number = [b.bit_length() - 1 for b in bits]
     step = model.step
     seen: set[tuple[int, int, int, Any]] = set()
-    stack_nodes: list[int] = []
-    stack_states: list[Any] = []
+    # The stack is a linked list of (call node, state before it, rest) cells, so the deepest
+    # configuration can be remembered by reference instead of by copying the stack.
+    path: Any = None
     state: Any = model.init
     lin = 0  # definite ops linearized
     olin = 0  # optional ops linearized
     low = 0  # lowest definite number not in lin
     deepest = -1
-    best_order: list[int] = []
+    best_path: Any = None
     best_state: Any = state
     ticks = 0
 
@@ -123,17 +124,16 @@ def search(model: Model, entries: Sequence[Entry], deadline: float | None) -> Se
             new_state = step(state, calls[op])
             if new_state is not ILLEGAL:
                 if optional[op]:
-                    new_lin, new_olin, new_low = lin, olin | bits[op], low
+                    new_lin, new_olin, new_low = lin, olin | (1 << number[op]), low
                 else:
-                    new_lin, new_olin = lin | bits[op], olin
+                    new_lin, new_olin = lin | (1 << number[op]), olin
                     new_low = low
                     if number[op] == low:
                         new_low = ((new_lin + 1) & ~new_lin).bit_length() - 1
                 key = (new_low, new_lin >> new_low, new_olin, new_state)
                 if key not in seen:
                     seen.add(key)
-                    stack_nodes.append(node)
-                    stack_states.append(state)
+                    path = (node, state, path)
                     state = new_state
                     lin, olin, low = new_lin, new_olin, new_low
                     # lift: unlink the call, then its return (unlift relinks in reverse order)
@@ -148,7 +148,7 @@ def search(model: Model, entries: Sequence[Entry], deadline: float | None) -> Se
                     if not optional[op]:
                         remaining -= 1
                         if remaining == 0:
-                            order = tuple(node_op[x] for x in stack_nodes)
+                            order = _unwind(path, node_op)
                             return SearchResult(True, order, None, state, len(seen))
                     node = nxt[0]
                     continue
@@ -157,17 +157,16 @@ def search(model: Model, entries: Sequence[Entry], deadline: float | None) -> Se
         # A return of an op not linearized yet (or the tail): this branch is dead.
         if node > deepest and node != tail:
             deepest = node
-            best_order = stack_nodes[:]
+            best_path = path
             best_state = state
-        if not stack_nodes:
+        if path is None:
             break
-        node = stack_nodes.pop()
-        state = stack_states.pop()
+        node, state, path = path
         op = node_op[node]
         if optional[op]:
-            olin ^= bits[op]
+            olin ^= 1 << number[op]
         else:
-            lin ^= bits[op]
+            lin ^= 1 << number[op]
             remaining += 1
             if number[op] < low:
                 low = number[op]
@@ -179,6 +178,16 @@ def search(model: Model, entries: Sequence[Entry], deadline: float | None) -> Se
         prv[nxt[node]] = node
         node = nxt[node]
 
-    order = tuple(node_op[x] for x in best_order)
+    order = _unwind(best_path, node_op)
     failed = node_op[deepest] if deepest > 0 else None
     return SearchResult(False, order, failed, best_state, len(seen))
+
+
+def _unwind(path: Any, node_op: list[int]) -> tuple[int, ...]:
+    """The ops of a stack, bottom first."""
+    out: list[int] = []
+    while path is not None:
+        out.append(node_op[path[0]])
+        path = path[2]
+    out.reverse()
+    return tuple(out)
