@@ -107,19 +107,21 @@ def test_paused_holder_session_expires(clients: list[ZkClient], holder: Any) -> 
         b.acquire("expiry", 1000, 0.3)  # held while the holder runs
     p.send_signal(signal.SIGSTOP)  # no pings: the session (the lease) runs out
     t0 = time.monotonic()
-    g = b.acquire("expiry", 1000, 6.0)
-    assert 0.5 <= time.monotonic() - t0 < 5.0
+    g = b.acquire("expiry", 1000, 10.0)
+    assert 0.5 <= time.monotonic() - t0 < 8.0
     assert g.token is not None and g.token > first
     p.send_signal(signal.SIGCONT)
-    p.stdin.write("renew\n")
-    p.stdin.flush()
     # Right after the pause the holder may not know yet (its request meets the dropped
     # connection: info); it never hears "ok", and once reconnected it hears a definite no.
-    assert json.loads(p.stdout.readline())["renew"] in ("lock-lost", "not-connected", "timeout")
-    time.sleep(1.0)
-    p.stdin.write("renew\n")
-    p.stdin.flush()
-    assert json.loads(p.stdout.readline())["renew"] in ("lock-lost", "not-connected")
+    answers: list[str] = []
+    deadline = time.monotonic() + 15.0
+    while not answers or answers[-1] == "timeout":
+        assert time.monotonic() < deadline, answers
+        p.stdin.write("renew\n")
+        p.stdin.flush()
+        answers.append(json.loads(p.stdout.readline())["renew"])
+        time.sleep(0.2)
+    assert set(answers) <= {"timeout", "lock-lost", "not-connected"}, answers
     b.release(g)
 
 
