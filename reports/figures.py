@@ -206,12 +206,13 @@ def timeline_figure(
         "data": traces,
         "layout": {
             "height": height,
-            "margin": {"l": 110, "r": 20, "t": 30, "b": 40},
+            "margin": {"l": 70, "r": 20, "t": 30, "b": 40},
             "xaxis": {"title": {"text": "time (s)"}, "zeroline": False},
             "yaxis": {
                 "tickvals": list(range(n_lanes)),
                 "ticktext": ["nemesis", *lanes.labels],
                 "autorange": "reversed",
+                "automargin": True,
                 "zeroline": False,
                 "fixedrange": True,
             },

@@ -12,6 +12,7 @@ Pure functions over `checker.base.Op`s, times in seconds since the run started.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import defaultdict
@@ -148,8 +149,24 @@ def fault_windows(ops: Sequence[Op]) -> list[Window]:
     return out
 
 
-def in_windows(t_s: float, windows: Sequence[Window]) -> bool:
-    return any(w.start_s <= t_s <= w.end_s for w in windows)
+def merged_spans(windows: Sequence[Window]) -> tuple[list[float], list[float]]:
+    """The union of the windows as sorted disjoint spans: (starts, ends)."""
+    starts: list[float] = []
+    ends: list[float] = []
+    for w in sorted(windows, key=lambda w: w.start_s):
+        if ends and w.start_s <= ends[-1]:
+            ends[-1] = max(ends[-1], w.end_s)
+        else:
+            starts.append(w.start_s)
+            ends.append(w.end_s)
+    return starts, ends
+
+
+def in_windows(t_s: float, spans: tuple[list[float], list[float]]) -> bool:
+    """Whether t_s falls inside one of merged_spans' spans (bisect: runs have many faults)."""
+    starts, ends = spans
+    i = bisect.bisect_right(starts, t_s) - 1
+    return i >= 0 and t_s <= ends[i]
 
 
 def _process_key(p: Process) -> tuple[int, int, str]:
@@ -191,11 +208,11 @@ def assign_lanes(ops: Sequence[Op], max_lanes: int = MAX_LANES) -> Lanes:
 def availability(ops: Sequence[Op], windows: Sequence[Window]) -> list[dict[str, Any]]:
     """ok/fail/info counts per client f, for ops invoked inside and outside fault windows."""
     counts: dict[tuple[str, bool, str], int] = defaultdict(int)
-    spans = sorted((w.start_s, w.end_s) for w in windows)
+    spans = merged_spans(windows)
     for op in ops:
         if op.process == NEMESIS:
             continue
-        counts[(op.f, _inside(op.time / NS, spans), op.type)] += 1
+        counts[(op.f, in_windows(op.time / NS, spans), op.type)] += 1
     fs = [f for f in CLIENT_FS if any(k[0] == f for k in counts)]
     fs += sorted({k[0] for k in counts} - set(CLIENT_FS))
     rows = []
@@ -207,11 +224,6 @@ def availability(ops: Sequence[Op], windows: Sequence[Window]) -> list[dict[str,
             row[where] = {**n, "total": total, "ok_frac": n["ok"] / total if total else None}
         rows.append(row)
     return rows
-
-
-def _inside(t: float, spans: Sequence[tuple[float, float]]) -> bool:
-    # Spans are few (one per fault); a linear scan is cheaper than bisecting merged spans.
-    return any(s <= t <= e for s, e in spans)
 
 
 def latencies_ms(ops: Sequence[Op]) -> dict[str, list[tuple[float, float]]]:
