@@ -136,6 +136,8 @@ def run(
     backend: Annotated[str, typer.Option(help="redis, redlock, redis-sentinel, etcd, zookeeper")] = "redis",
     client: Annotated[str | None, typer.Option(help="lock client (default per backend) or module:Class")] = None,
     resource: Annotated[str, typer.Option(help="store, postgres or etcd")] = "store",
+    workload: Annotated[str, typer.Option(help="lock, leader or cron")] = "lock",
+    idempotent: Annotated[bool, typer.Option(help="cron: the resource deduplicates by job id")] = False,
     nemesis: Annotated[str, typer.Option(help="comma-separated: none, pause, partition, kill, clock, failover")] = "pause",
     fencing: Annotated[str, typer.Option(help="on: the resource rejects stale tokens; off: accepts all")] = "off",
     time_limit: Annotated[float, typer.Option("--time-limit", help="seconds of workload")] = 30.0,
@@ -179,7 +181,8 @@ def run(
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = make_config(
-            backend=backend, client=client, resource=resource,
+            backend=backend, client=client, resource=resource, workload=workload,
+            idempotent=idempotent,
             nemesis=tuple(x.strip() for x in nemesis.split(",") if x.strip()),
             fencing=fencing == "on", time_limit_s=time_limit, concurrency=concurrency,
             lease_ms=lease_ms, seed=seed, store=store, name=name, nodes=nodes,

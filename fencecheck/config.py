@@ -44,6 +44,8 @@ class RunConfig(BaseModel):
     backend: Backend = "redis"
     client: str | None = None
     resource: Literal["store", "postgres", "etcd"] = "store"
+    workload: Literal["lock", "leader", "cron"] = "lock"
+    idempotent: bool = False  # cron: the resource deduplicates executions by job id
     nemesis: tuple[Fault, ...] = ("pause",)
     fencing: bool = False
     time_limit_s: float = Field(30.0, gt=0)

@@ -144,6 +144,8 @@ def _worker_config(cfg: RunConfig, i: int, w: _Worker, copts: dict[str, Any],
         "t0_ns": t0_ns,
         "seed": cfg.seed * 1000 + i,
         "op_timeout_s": cfg.op_timeout_s,
+        **({"workload": cfg.workload, "idempotent": cfg.idempotent}
+           if cfg.workload != "lock" else {}),
     }
 
 
