@@ -108,9 +108,10 @@ def _violation(spec: Model, name: str, ops: list[Op], result: SearchResult) -> V
             f"{spec.name} model."
     else:
         explanation = (
-            f"Under the {spec.name} model, {failed.f} by process {failed.process} (index "
-            f"{failed.index}) fits no order of the operations before it: the longest linearizable "
-            f"prefix has {len(prefix)} operations, after which {spec.describe_state(result.state)}."
+            f"No order of the operations that respects real time lets {failed.f} by process "
+            f"{failed.process} (index {failed.index}) take effect before it returned, under the "
+            f"{spec.name} model: the longest linearizable prefix has {len(prefix)} operations, "
+            f"after which {spec.describe_state(result.state)}."
         )
     return Violation(
         kind=KIND,
