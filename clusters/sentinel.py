@@ -6,7 +6,7 @@ failover completes within a few seconds). Clients are given the sentinels' addre
 master name `MASTER_NAME`. Setup returns once every sentinel names the same primary and knows
 every replica and every other sentinel, and every replica is in sync.
 
-`FailoverNemesis` (start-/stop-failover: pause or kill the primary's server) is at the end.
+`FailoverNemesis` (start-/stop-failover: isolate, pause or kill the primary) is at the end.
 Failover primitives for it and others: `primary()`, `replicas()`, `kill_primary()`, `failover()`
 (SENTINEL FAILOVER: a forced, coordinated one), `wait_for_new_primary(old)` and
 `isolation(node)` (the grudge that cuts a node off from the other service nodes, for a `Net`).
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from clusters.base import ClusterError, Daemon, Grudge, NemesisOp, Remote, RemoteError
+from clusters.base import ClusterError, Daemon, Grudge, NemesisOp, Net, Remote, RemoteError
 from clusters.ledger import Ledger
 from clusters.redis import Persistence, RedisService
 
@@ -371,34 +371,55 @@ def _stop(remote: Remote, d: Daemon, grace_s: float = 3.0) -> None:
 
 
 class FailoverNemesis:
-    """Makes the sentinels fail over. `start-failover` takes the current primary's server away:
-    mode "pause" (default) SIGSTOPs it, so the sentinels promote a replica while the old
-    primary lives on, and on `stop-failover` it resumes as a second master until the sentinels
-    demote it (seconds later): clients still connected to it are granted locks there that the
-    new primary never sees. Mode "kill" SIGKILLs it, and `stop-failover` restarts it (empty,
-    with persistence off). Holds should outlast down-after plus the failover (a few seconds).
-    `heal` resumes or restarts whatever is still taken away; idempotent."""
+    """Makes the sentinels fail over by taking the current primary away on `start-failover`
+    and giving it back on `stop-failover`. Holds should outlast down-after plus the failover
+    (a few seconds). Modes:
+
+    - "isolate" (needs `net`): cut the primary's node off from the other service nodes, not
+      from clients. Clients stay on the old primary and are granted locks there that the
+      promoted replica never sees; after the heal the old primary is demoted and drops them,
+      while their holders' leases still run. The classic Sentinel split brain.
+    - "pause": SIGSTOP the primary's server, SIGCONT on stop; it comes back as a second
+      master until the sentinels demote it (only clients still connected to it notice).
+    - "kill": SIGKILL it; stop restarts it (empty, with persistence off).
+
+    `heal` undoes whatever is still in effect; idempotent."""
 
     name = "failover"
 
-    def __init__(self, service: SentinelService, mode: Literal["pause", "kill"] = "pause") -> None:
-        if mode not in ("pause", "kill"):
+    def __init__(
+        self,
+        service: SentinelService,
+        mode: Literal["isolate", "pause", "kill"] | None = None,
+        net: Net | None = None,
+    ) -> None:
+        mode = mode or ("isolate" if net is not None else "pause")
+        if mode not in ("isolate", "pause", "kill"):
             raise ClusterError(f"failover nemesis: bad mode {mode!r}")
+        if mode == "isolate" and net is None:
+            raise ClusterError("failover nemesis: mode isolate needs a net")
         self.service = service
         self.mode = mode
+        self.net = net
         self._victim: str | None = None
 
     def invoke(self, op: NemesisOp) -> Any:
         if op.f == "start-failover":
             if self._victim is not None:
-                return {"skipped": f"{self._victim} is still {self.mode}d"}
+                return {"skipped": f"{self._victim} is still taken away ({self.mode})"}
             node = self.service.primary()
             self._victim = node  # recorded first: heal must undo even a half-done start
-            if self.mode == "pause":
+            value: dict[str, Any] = {"primary": node, "mode": self.mode}
+            if self.mode == "isolate":
+                assert self.net is not None
+                grudge = self.service.isolation(node)
+                self.net.drop(grudge)
+                value["grudge"] = {n: sorted(g) for n, g in sorted(grudge.items())}
+            elif self.mode == "pause":
                 self.service.pause(node)
             else:
                 self.service.kill(node)
-            return {"primary": node, "mode": self.mode}
+            return value
         if op.f == "stop-failover":
             victim = self._victim
             self.heal()
@@ -414,7 +435,10 @@ class FailoverNemesis:
         node, self._victim = self._victim, None
         if node is None:
             return
-        if self.mode == "pause":
+        if self.mode == "isolate":
+            assert self.net is not None
+            self.net.heal()
+        elif self.mode == "pause":
             self.service.resume(node)
         else:
             self.service.restart(node)

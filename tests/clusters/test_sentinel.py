@@ -15,6 +15,8 @@ import pytest
 
 from clusters.base import ClusterError, NemesisOp
 from clusters.local import LocalRemote
+from clusters.netns import NetnsRuntime
+from clusters.partition import IptablesNet
 from clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis")
@@ -129,3 +131,39 @@ def test_failover_nemesis_heal_is_idempotent(sentinel: SentinelService) -> None:
     assert sentinel._role("s1") == "master"  # resumed (and healed before down-after)
     with pytest.raises(ClusterError, match="unknown op"):
         nem.invoke(NemesisOp("start-warp"))
+
+
+@pytest.mark.netns
+def test_isolating_the_primary_loses_a_lock_granted_on_it(
+    runtime: NetnsRuntime, run_id: str, tmp_path: Path
+) -> None:
+    """The failover nemesis's isolate mode: the promoted replica never sees a lock granted on
+    the cut-off primary, which keeps granting until the heal demotes it and drops the lock."""
+    cluster = runtime.setup(["n1", "n2", "n3"], [])
+    svc = SentinelService()
+    try:
+        svc.setup(cluster.servers, tmp_path / "store")
+        nem = FailoverNemesis(svc, net=IptablesNet(cluster.servers, run_id))
+        try:
+            started = nem.invoke(NemesisOp("start-failover"))
+            assert started["mode"] == "isolate" and started["primary"] == "n1"
+            assert started["grudge"]["n1"] == ["n2", "n3"]
+            new = svc.wait_for_new_primary("n1", timeout_s=20)
+            set_lock = ("SET", "fc:lock:L", "a", "NX", "PX", "60000")
+            assert (svc._cli("n1", svc.port, *set_lock) or "").strip() == "OK"
+            assert (svc._cli(new, svc.port, "GET", "fc:lock:L") or "").strip() == ""
+            stopped = nem.invoke(NemesisOp("stop-failover"))
+            assert stopped == {"node": "n1", "primary": new}
+            deadline = time.monotonic() + 30
+            while svc._role("n1") != "slave":
+                assert time.monotonic() < deadline, "the old primary was never demoted"
+                time.sleep(0.2)
+            deadline = time.monotonic() + 10
+            while (svc._cli("n1", svc.port, "GET", "fc:lock:L") or "").strip() != "":
+                assert time.monotonic() < deadline, "the demoted primary kept the lock"
+                time.sleep(0.1)
+        finally:
+            nem.heal()
+            nem.heal()
+    finally:
+        svc.teardown()
