@@ -16,6 +16,7 @@ from checker.counter import counter
 from checker.exclusion import exclusion
 from checker.fencing import fencing
 from checker.grants import GrantTable, build_grants
+from checker.history import gc_paused
 from checker.mutex import mutex
 
 log = logging.getLogger(__name__)
@@ -33,52 +34,52 @@ def _guarded(name: str, run: Callable[[], CheckResult]) -> CheckResult:
 
 def stats(ops: Sequence[Op], table: GrantTable) -> dict[str, Any]:
     """Counts of what happened that is not itself a violation."""
-    by_f: dict[str, dict[str, int]] = {}
+    counts: dict[tuple[str, str], int] = {}
     nemesis: dict[str, int] = {}
-    indeterminate = unfinished = rejected = 0
+    unfinished = rejected = late = accepted = 0
     processes: set[Any] = set()
     last_time = 0
+    write_grant = table.write_grant
+    expired_at = [g.expired_at for g in table.grants]  # grant ids are list positions
     for op in ops:
-        last_time = max(last_time, op.time if op.end_time is None else op.end_time)
-        if op.end_time is None:
+        end = op.end_time
+        if end is None:
             unfinished += 1
-        if op.process == NEMESIS:
+            end = op.time
+        if end > last_time:
+            last_time = end
+        p = op.process
+        if p == NEMESIS:
             nemesis[op.f] = nemesis.get(op.f, 0) + 1
             continue
-        processes.add(op.process)
-        counts = by_f.get(op.f)
-        if counts is None:
-            counts = by_f[op.f] = {"ok": 0, "fail": 0, "info": 0}
-        counts[op.type] += 1
-        if op.type == "info":
-            indeterminate += 1
-        elif op.type == "fail" and op.f == "write" and op.error == "stale-token":
-            rejected += 1
+        processes.add(p)
+        k = (op.f, op.type)
+        counts[k] = counts.get(k, 0) + 1
+        if op.f == "write":
+            if op.type == "ok":
+                accepted += 1
+                gid = write_grant.get(op.index)
+                if gid is not None and op.time > expired_at[gid]:
+                    late += 1
+            elif op.type == "fail" and op.error == "stale-token":
+                rejected += 1
+    by_f: dict[str, dict[str, int]] = {}
+    for (f, type_), n in counts.items():
+        by_f.setdefault(f, {"ok": 0, "fail": 0, "info": 0})[type_] = n
     grants_per_lock: dict[str, int] = {}
     for g in table.grants:
         grants_per_lock[g.lock] = grants_per_lock.get(g.lock, 0) + 1
-    late = 0
-    if table.write_grant:
-        grants = table.grants
-        by_id = {g.id: g for g in grants}
-        for op in ops:
-            if op.f == "write" and op.type == "ok":
-                gid = table.write_grant.get(op.index)
-                if gid is not None and op.time > by_id[gid].expired_at:
-                    late += 1
     return {
         "ops": len(ops),
         "processes": len(processes),
         "duration_ns": last_time,
         "ops_by_f": by_f,
         "nemesis_ops_by_f": nemesis,
-        "indeterminate_ops": indeterminate,
+        "indeterminate_ops": sum(n for (_, type_), n in counts.items() if type_ == "info"),
         "unfinished_ops": unfinished,
         "writes_rejected_by_fence": rejected,
         "writes_accepted_after_lease_expired": late,
-        "writes_without_grant": sum(
-            1 for op in ops if op.f == "write" and op.type == "ok"
-        ) - len(table.write_grant),
+        "writes_without_grant": accepted - len(write_grant),
         "grants_per_lock": grants_per_lock,
         "max_drift": table.max_drift,
     }
@@ -88,6 +89,11 @@ def analyze(ops: Sequence[Op], *, max_drift: float = 0.01) -> Results:
     """Run every lock check; `valid` is False on any violation, unknown if a check crashed."""
     if not 0 <= max_drift < 1:
         raise ValueError(f"max_drift must be in [0, 1), not {max_drift}")
+    with gc_paused():
+        return _analyze(ops, max_drift)
+
+
+def _analyze(ops: Sequence[Op], max_drift: float) -> Results:
     table = build_grants(ops, max_drift=max_drift)
     checks = {
         "mutex": _guarded("mutex", lambda: mutex(ops, grants=table)),

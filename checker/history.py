@@ -15,10 +15,12 @@ diagnosis of a bad line is left to the slow helpers, which only run once somethi
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, cast
 
@@ -204,6 +206,56 @@ def read_events(path: Path) -> Iterator[Event]:
             yield e
 
 
+def _scanner() -> Callable[[str, int], tuple[Any, int]]:
+    # The C scanner json.loads ends in: calling it directly skips loads' Python-level wrapper
+    # and whitespace regexes, which are half the cost of decoding a short line.
+    scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+    return scan
+
+
+def _op_factory() -> Callable[..., Op]:
+    """Build Ops by setting their slots directly: a frozen dataclass's __init__ goes through
+    object.__setattr__ per field, which costs more than the decoding of a line's worth of JSON.
+    Falls back to the constructor if Op's fields are not the ones this was written for."""
+    names = ("process", "f", "type", "index", "time", "end_index", "end_time", "value", "error")
+    if tuple(f.name for f in fields(Op)) != names:
+        return Op
+    new = object.__new__
+    s0, s1, s2, s3, s4, s5, s6, s7, s8 = (getattr(Op, n).__set__ for n in names)
+
+    def make(process: Process, f: str, type_: str, index: int, time: int, end_index: int,
+             end_time: int, value: dict[str, Any] | None, error: str | None) -> Op:
+        op: Op = new(Op)
+        s0(op, process)
+        s1(op, f)
+        s2(op, type_)
+        s3(op, index)
+        s4(op, time)
+        s5(op, end_index)
+        s6(op, end_time)
+        s7(op, value)
+        s8(op, error)
+        return op
+
+    return make
+
+
+_make_op = _op_factory()
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building millions of acyclic objects: its collections would
+    walk every op built so far, again and again, for nothing (a third of the load time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def load_ops(path: Path) -> list[Op]:
     """Read, validate and pair a history file in one pass; ops sorted by invoke index.
 
@@ -212,20 +264,45 @@ def load_ops(path: Path) -> list[Op]:
     going backwards; and the pairing errors of `pair`.
     """
     src = str(path)
-    loads = json.loads
-    pairer = _Pairer(src)
-    pending = pairer.pending
-    retired = pairer.retired
-    ops = pairer.ops
+    scan = _scanner()
+    make = _make_op
+    # invokes waiting for completion: process -> (slot in ops, index, time, f, value, line)
+    pending: dict[Process, tuple[int, int, int, str, dict[str, Any] | None, int]] = {}
+    retired: set[Process] = set()
+    ops: list[Op | None] = []
     last_time = 0
-    expected = 0
+    lineno = 0
     nemesis = NEMESIS
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            # Fast path: plain type tests on the decoded dict; anything odd goes to the slow
-            # helpers, which find the exact problem and raise.
+
+    def pairing_error(d: dict[str, Any]) -> HistoryError:
+        """Replay the pairing of this line on a _Pairer holding the same state, to raise the
+        same message as `pair` would."""
+        pairer = _Pairer(src, keep=False)
+        pairer.retired = retired
+        for proc, (_, i, t, fn, _, ln) in pending.items():
+            pairer.pending[proc] = _Pending(0, i, t, fn, None, ln)
+        try:
+            if d["type"] == "invoke":
+                pairer.invoke(lineno, d["process"], d["index"], d["time"], d["f"], None)
+            else:
+                pairer.complete(lineno, d["process"], d["type"], d["index"], d["time"], d["f"],
+                                None, None)
+        except HistoryError as e:
+            return e
+        return HistoryError(src, lineno, "inconsistent pairing")  # not reached
+
+    with gc_paused(), open(path, encoding="utf-8") as fh:
+        for line in fh:
+            lineno += 1
+            # Fast path: the C scanner and plain type tests on the decoded dict; anything odd
+            # goes to the slow helpers, which find the exact problem and raise.
             try:
-                d = loads(line)
+                d, end = scan(line, 0)
+                if end != len(line) and line[end:].strip(" \t\r\n"):
+                    raise ValueError("trailing data")
+            except Exception:
+                d = _decode(line, src, lineno)  # raises unless leading whitespace was all
+            try:
                 index = d["index"]
                 time = d["time"]
                 p = d["process"]
@@ -233,10 +310,9 @@ def load_ops(path: Path) -> list[Op]:
                 f = d["f"]
                 value = d.get("value")
             except Exception:
-                d = _decode(line, src, lineno)
                 raise HistoryError(src, lineno, _field_problem(d) or "malformed line") from None
             if (
-                index != expected
+                index != lineno - 1
                 or type(index) is not int
                 or type(time) is not int
                 or time < last_time
@@ -248,37 +324,35 @@ def load_ops(path: Path) -> list[Op]:
                 if problem is not None:
                     raise HistoryError(src, lineno, problem)
                 _check_order(src, lineno, index, time, last_time)
-            expected += 1
             last_time = time
             if type_ == "invoke":
                 if p in pending or p in retired:
-                    pairer.invoke(lineno, p, index, time, f, value)  # raises
-                pending[p] = _Pending(len(ops), index, time, f, value, lineno)
+                    raise pairing_error(d)
+                pending[p] = (len(ops), index, time, f, value, lineno)
                 ops.append(None)
             elif type_ == "ok" or type_ == "fail" or type_ == "info":
                 inv = pending.pop(p, None)
                 error = d.get("error")
-                if inv is None or inv.f != f or (error is not None and type(error) is not str):
+                if inv is None or inv[3] != f or (error is not None and type(error) is not str):
                     if inv is not None:
                         pending[p] = inv
                     problem = _field_problem(d)
-                    if problem is not None:
-                        raise HistoryError(src, lineno, problem)
-                    pairer.complete(lineno, p, type_, index, time, f, value, error)  # raises
-                    raise AssertionError("unreachable")
+                    raise HistoryError(src, lineno, problem) if problem else pairing_error(d)
                 if type_ == "info" and p != nemesis:
                     retired.add(p)
-                ops[inv.slot] = Op(
-                    p, f, type_, inv.index, inv.time, index, time,
-                    inv.value if value is None else (
-                        value if inv.value is None else {**inv.value, **value}),
-                    error,
-                )
+                inv_value = inv[4]
+                if value is not None:
+                    if inv_value is None:
+                        inv_value = value
+                    else:
+                        inv_value.update(value)  # both dicts are fresh from the decoder: ours
+                ops[inv[0]] = make(p, f, type_, inv[1], inv[2], index, time, inv_value, error)
             else:
                 raise HistoryError(src, lineno, _field_problem(d) or "bad type")
-    result = pairer.finish()
-    log.debug("loaded %d ops from %s", len(result), src)
-    return result
+    for p, (slot, index, time, f, value, _) in pending.items():
+        ops[slot] = Op(p, f, "info", index, time, None, None, value)
+    log.debug("loaded %d ops from %s", len(ops), src)
+    return ops  # type: ignore[return-value]  # every slot is filled by now
 
 
 def write_events(path: Path, events: Iterable[Event]) -> int:
