@@ -133,11 +133,11 @@ def _io_class(op: Op) -> str:
 
 
 IO_STYLE = {
-    ("write", "accepted"): ("#2f855a", "diamond"),
+    ("write", "accepted"): ("#38a169", "diamond"),
     ("write", "rejected by fence"): ("#c53030", "x"),
     ("write", "failed"): ("#dd6b20", "diamond-open"),
     ("write", "unknown"): ("#718096", "diamond-open"),
-    ("read", "ok"): ("#2b6cb0", "circle"),
+    ("read", "ok"): ("#63b3ed", "circle"),
     ("read", "rejected by fence"): ("#c53030", "circle-x"),
     ("read", "failed"): ("#dd6b20", "circle-open"),
     ("read", "unknown"): ("#718096", "circle-open"),
@@ -157,10 +157,12 @@ def timeline_figure(
     n_client = sum(1 for op in ops if op.process != NEMESIS)
     big = n_client > AGG_OPS
     traces: list[dict[str, Any]] = [
+        # An acquire that waits for the lock is "possibly held" while it waits, so these bars
+        # cover most of a busy lane: kept faint, with the surely-held bars drawn over them.
         _interval_trace(
-            "possibly held", possibly, lanes, "rgba(66,153,225,0.35)", 14, big, "possibly"
+            "possibly held", possibly, lanes, "rgba(66,153,225,0.22)", 16, big, "possibly"
         ),
-        _interval_trace("surely held", surely, lanes, "#2c5282", 6, big, "surely"),
+        _interval_trace("surely held", surely, lanes, "#1a365d", 9, big, "surely"),
     ]
     by_class: dict[tuple[str, str], list[Op]] = defaultdict(list)
     marks: list[Op] = []
@@ -178,7 +180,8 @@ def timeline_figure(
         group = by_class.get((f, cls))
         if not group:
             continue
-        traces.append(_markers(f"{f} {cls}", group, lanes, style[0], style[1], 8, big))
+        size = 6 if cls in ("ok", "accepted") else 9
+        traces.append(_markers(f"{f} {cls}", group, lanes, style[0], style[1], size, big))
     for w in windows:
         colour = fault_colour(faults, w.fault)
         xs, ys, texts = _segments(
@@ -239,7 +242,7 @@ def _markers(
             "color": colour,
             "symbol": symbol,
             "size": size,
-            "line": {"color": colour, "width": 2},
+            "line": {"color": colour, "width": 2 if size > 6 else 0},
         },
     }
 
