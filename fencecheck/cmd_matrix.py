@@ -1,0 +1,107 @@
+"""The `matrix` command of the CLI: run a TOML matrix of tests with expected outcomes and print
+a summary table (see fencecheck/matrix.py for the file format and what is written).
+
+Exit codes: 0 every row met its expectation, 1 some row missed it, 3 a bad matrix file or
+option (one line naming the file, the row and the field, before anything runs), 128+n when a
+signal stopped the matrix.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fencecheck.matrix import MatrixError, MatrixOutcome, Row, RunRecord, load_matrix, run_matrix
+
+BAD_INPUT = 3
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _fail(message: str) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", markup=True)
+    raise typer.Exit(BAD_INPUT)
+
+
+def _notify(row: Row, seed: int, rec: RunRecord | None) -> None:
+    if rec is None:
+        out.print(f"[bold]{row.label}[/] seed {seed}: running ({row.expect}) …", soft_wrap=True)
+        return
+    want = 1 if row.expect == "must-find" else 0
+    mark = "[green]as expected[/]" if rec.exit_code == want else "[red]NOT as expected[/]"
+    where = f" — {rec.error}" if rec.error else ""
+    out.print(f"[bold]{row.label}[/] seed {seed}: {rec.verdict} (exit {rec.exit_code}, "
+              f"{rec.duration_s:.1f} s), {mark}{where}", soft_wrap=True)
+
+
+def _summary(outcome: MatrixOutcome) -> None:
+    table = Table(title="fencecheck matrix", show_lines=False)
+    for col in ("row", "expect", "runs", "verdicts", "expectation", "report"):
+        table.add_column(col, overflow="fold")
+    for rr in outcome.rows:
+        verdicts = ", ".join(r.verdict for r in rr.runs) or "not run"
+        reports = "\n".join(str(r.report or r.run_dir or r.log) for r in rr.runs) or "–"
+        table.add_row(rr.row.label, rr.row.expect, f"{len(rr.runs)}/{len(rr.row.seeds)}",
+                      verdicts, "[green]met[/]" if rr.met else "[bold red]MISSED[/]", reports)
+    out.print(table)
+    for rr in outcome.missed:
+        want = "violations (exit 1)" if rr.row.expect == "must-find" else "no violation (exit 0)"
+        got = ", ".join(f"seed {r.seed}: {r.verdict}" for r in rr.runs) or "not run"
+        out.print(f"[bold red]MISSED[/] row {rr.row.label}: {rr.row.expect} wanted {want}; "
+                  f"got {got}", soft_wrap=True)
+        for r in rr.runs:
+            out.print(f"  seed {r.seed} report: {r.report or r.run_dir or r.log}", soft_wrap=True)
+    if outcome.compare_html is not None:
+        out.print(f"comparison: {outcome.compare_html}", soft_wrap=True)
+    else:
+        err.print(f"[yellow]warning:[/] no comparison report: {outcome.report_error}")
+    if outcome.junit is not None:
+        out.print(f"junit:      {outcome.junit}", soft_wrap=True)
+    met = len(outcome.rows) - len(outcome.missed)
+    out.print(f"{met}/{len(outcome.rows)} rows met their expectation"
+              + (f"; stopped by signal {outcome.interrupted}" if outcome.interrupted else ""))
+
+
+def matrix(
+    file: Annotated[Path, typer.Argument(help="the matrix file (TOML: [defaults], [[row]])")],
+    store: Annotated[Path, typer.Option(help="where runs are kept")] = Path("store"),
+    junit: Annotated[Path | None, typer.Option(help="write JUnit XML here, one case per run")]
+    = None,
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", help="where compare.html/.csv, matrix.json and run logs go "
+                      "(default STORE/_matrix/<time>)")] = None,
+    only: Annotated[list[str] | None, typer.Option(
+        help="run only these rows (by name; repeat or comma-separate)")] = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log to stderr")] = False,
+) -> None:
+    """Run a matrix of tests, each row expected to find violations or to pass."""
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        spec = load_matrix(file, store, only or ())
+    except MatrixError as e:
+        _fail(str(e))
+    if os.geteuid() != 0:
+        _fail("fencecheck matrix needs root (network namespaces, iptables); "
+              "see `fencecheck doctor`")
+    out_dir = out_dir or store / "_matrix" / time.strftime("%Y%m%dT%H%M%S")
+    runs = sum(len(r.seeds) for r in spec.rows)
+    out.print(f"{file}: {len(spec.rows)} rows, {runs} runs; output in {out_dir}", soft_wrap=True)
+    try:
+        outcome = run_matrix(spec, out_dir, junit, _notify)
+    except OSError as e:
+        _fail(f"{e.filename or out_dir}: {e.strerror or e}")
+    _summary(outcome)
+    raise typer.Exit(outcome.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `matrix` to the CLI."""
+    app.command("matrix")(matrix)

@@ -1,0 +1,531 @@
+"""`fencecheck matrix`: many runs from one TOML file, each row with an expected outcome.
+
+A matrix file has an optional `[defaults]` table and `[[row]]` tables. A row holds any option of
+`RunConfig` (backend, client, resource, nemesis, fencing, time_limit_s, workload, ...) plus
+`name`, `seeds` (one run per seed), `expect` ("must-find": every run finds violations, exit 1;
+"must-pass": every run is valid, exit 0) and `timeout_s` (a run past it is stopped: missed).
+`load_matrix` validates every row before anything runs (`MatrixError` names file, row and field);
+`run_matrix` runs rows in order, each run in a child process of its own (a crashing or hung run
+cannot take the matrix down, and the controller's signal handling stays per run), then writes the
+comparison report (reports.compare, with a section naming each row's expectation) and JUnit XML
+where each test case passes when its run met its row's expectation.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal
+
+import jinja2
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from fencecheck import backends
+from fencecheck.config import ConfigError, RunConfig
+
+log = logging.getLogger(__name__)
+
+Expect = Literal["must-find", "must-pass"]
+EXPECTED_EXIT: dict[str, int] = {"must-find": 1, "must-pass": 0}
+VERDICT_OF_EXIT: dict[int, str] = {0: "valid", 1: "invalid", 2: "unknown", 3: "error"}
+# Keys a row may not set: the matrix owns them (--store, seeds, the row's name).
+RESERVED = {"store": "set by --store", "seed": "use seeds = [...]"}
+TIMEOUT_SLACK_S = 300.0  # setup, teardown, check and report on top of the time limit
+STOP_GRACE_S = 90.0  # after SIGTERM the controller heals and tears down; then SIGKILL
+
+
+class MatrixError(Exception):
+    """A matrix file or option that cannot run (one line; the CLI exits 3)."""
+
+
+class _RowSpec(BaseModel):
+    """The matrix's own keys of a row; every other key is a RunConfig option."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str | None = None
+    expect: Expect
+    seeds: tuple[int, ...] = Field((0,), min_length=1)
+    timeout_s: float | None = Field(None, gt=0)
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError("must not repeat a seed")
+        return v
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    index: int  # 1-based, in file order
+    label: str  # the row's name, or "#<index>" when it has none
+    expect: Expect
+    seeds: tuple[int, ...]
+    configs: tuple[RunConfig, ...]  # one per seed
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    path: Path
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    seed: int
+    exit_code: int
+    verdict: str  # valid, invalid, unknown, error, timeout, interrupted, crashed, not run
+    run_dir: Path | None
+    report: Path | None
+    duration_s: float
+    error: str | None = None
+    log: Path | None = None  # the child process's stdout/stderr
+
+
+@dataclass(frozen=True, slots=True)
+class RowResult:
+    row: Row
+    runs: tuple[RunRecord, ...]
+
+    @property
+    def met(self) -> bool:
+        want = EXPECTED_EXIT[self.row.expect]
+        return len(self.runs) == len(self.row.seeds) and all(
+            r.exit_code == want for r in self.runs
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixOutcome:
+    rows: tuple[RowResult, ...]
+    out_dir: Path
+    compare_html: Path | None
+    junit: Path | None
+    report_error: str | None  # why the comparison report is missing, if it is
+    interrupted: int | None  # the signal that stopped the matrix
+
+    @property
+    def missed(self) -> tuple[RowResult, ...]:
+        return tuple(r for r in self.rows if not r.met)
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted is not None:
+            return 128 + self.interrupted
+        return 1 if self.missed else 0
+
+
+# ---- reading and validating -------------------------------------------------------------------
+
+
+def _row_ref(index: int, raw: dict[str, Any]) -> str:
+    name = raw.get("name")
+    return f"row {name!r} (#{index})" if isinstance(name, str) and name else f"row #{index}"
+
+
+def _field_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "row"
+    return f"{field}: {err['msg'].removeprefix('Value error, ')}"
+
+
+def _split_nemesis(value: Any) -> Any:
+    if isinstance(value, str):
+        return tuple(x.strip() for x in value.split(",") if x.strip())
+    return value
+
+
+def _build_row(index: int, raw: dict[str, Any], store: Path) -> Row:
+    for key, why in RESERVED.items():
+        if key in raw:
+            raise ValueError(f"{key}: not allowed in a row ({why})")
+    unknown = sorted(set(raw) - set(_RowSpec.model_fields) - set(RunConfig.model_fields))
+    if unknown:
+        raise ValueError(f"{unknown[0]}: unknown field (not a run option nor name, expect, "
+                         "seeds, timeout_s)")
+    try:
+        spec = _RowSpec(**raw)
+    except ValidationError as e:
+        raise ValueError(_field_error(e)) from None
+    options = {k: v for k, v in raw.items() if k not in _RowSpec.model_fields}
+    if "nemesis" in options:
+        options["nemesis"] = _split_nemesis(options["nemesis"])
+    configs = []
+    for seed in spec.seeds:
+        try:
+            cfg = RunConfig(**options, name=spec.name, seed=seed, store=store)
+            backends.check_compatible(cfg)
+        except ValidationError as e:
+            raise ValueError(_field_error(e)) from None
+        except ConfigError as e:
+            raise ValueError(str(e).removeprefix("bad configuration: ")) from None
+        configs.append(cfg)
+    timeout = spec.timeout_s or configs[0].time_limit_s + TIMEOUT_SLACK_S
+    label = spec.name or f"#{index}"
+    return Row(index, label, spec.expect, spec.seeds, tuple(configs), timeout)
+
+
+def load_matrix(path: Path, store: Path, only: Sequence[str] = ()) -> Matrix:
+    """Read and validate a matrix file; every error names the file, the row and the field."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise MatrixError(f"{path}: cannot read: {e.strerror or e}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise MatrixError(f"{path}: not valid TOML: {e}") from None
+    extra = sorted(set(data) - {"defaults", "row"})
+    if extra:
+        raise MatrixError(f"{path}: unknown top-level key {extra[0]!r} (expected [defaults] "
+                          "and [[row]] tables)")
+    defaults = data.get("defaults", {})
+    raw_rows = data.get("row", [])
+    if not isinstance(defaults, dict):
+        raise MatrixError(f"{path}: defaults: must be a table ([defaults])")
+    if "name" in defaults:
+        raise MatrixError(f"{path}: defaults: name: a name belongs to one row")
+    if not isinstance(raw_rows, list) or not all(isinstance(r, dict) for r in raw_rows):
+        raise MatrixError(f"{path}: row: must be an array of tables ([[row]])")
+    if not raw_rows:
+        raise MatrixError(f"{path}: no rows (add [[row]] tables)")
+    rows: list[Row] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(raw_rows, start=1):
+        merged = {**defaults, **raw}
+        ref = _row_ref(i, raw)
+        try:
+            row = _build_row(i, merged, store)
+        except ValueError as e:
+            raise MatrixError(f"{path}: {ref}: {e}") from None
+        if row.label in seen:
+            raise MatrixError(f"{path}: {ref}: name: already used by row #{seen[row.label]}")
+        seen[row.label] = i
+        rows.append(row)
+    wanted = [n.strip() for item in only for n in item.split(",") if n.strip()]
+    if wanted:
+        missing = [n for n in wanted if n not in seen]
+        if missing:
+            raise MatrixError(f"--only: no row named {missing[0]!r} in {path} (rows: "
+                              f"{', '.join(seen)})")
+        rows = [r for r in rows if r.label in wanted]
+    return Matrix(path, tuple(rows))
+
+
+# ---- running ----------------------------------------------------------------------------------
+
+Notify = Callable[[Row, int, RunRecord | None], None]  # record None: the run starts now
+
+
+class _Signals:
+    """SIGINT/SIGTERM stop the matrix after the current run; they are passed on to the run's
+    child process (which heals and tears down on its own)."""
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen[bytes] | None = None
+        self.received: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def _handler(self, signum: int, _frame: FrameType | None) -> None:
+        log.warning("%s: stopping after the current run", signal.Signals(signum).name)
+        self.received = self.received or signum
+        child = self.child
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    def __enter__(self) -> _Signals:
+        self._old = {s: signal.signal(s, self._handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def _run_dirs(store: Path, test: str) -> set[Path]:
+    base = store / test
+    if not base.is_dir():
+        return set()
+    return {p for p in base.iterdir() if p.is_dir() and not p.is_symlink()}
+
+
+def _stop_child(proc: subprocess.Popen[bytes], run_dir: Path | None) -> None:
+    """SIGTERM lets the controller heal and tear down; past the grace, kill it and remove what
+    it recorded with `fencecheck teardown --run`."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+        return
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    run_id = None
+    if run_dir is not None and (run_dir / "test.json").is_file():
+        run_id = json.loads((run_dir / "test.json").read_text()).get("run_id")
+    if isinstance(run_id, str):
+        argv = [sys.executable, "-m", "fencecheck", "teardown", "--run", run_id]
+        log.warning("run %s killed: %s", run_id, argv)
+        subprocess.run(argv, capture_output=True, timeout=300, check=False)
+
+
+def _verdict(code: int, timed_out: bool) -> str:
+    if timed_out:
+        return "timeout"
+    if code in VERDICT_OF_EXIT:
+        return VERDICT_OF_EXIT[code]
+    if code > 128 or code < 0:
+        return "interrupted"
+    return "crashed"
+
+
+def _run_one(cfg: RunConfig, timeout_s: float, logs: Path, sig: _Signals) -> RunRecord:
+    logs.mkdir(parents=True, exist_ok=True)
+    stem = f"{cfg.test_name}-seed{cfg.seed}"
+    cfg_path, result_path, log_path = (logs / f"{stem}.config.json",
+                                       logs / f"{stem}.result.json", logs / f"{stem}.log")
+    cfg_path.write_text(cfg.model_dump_json(indent=2) + "\n")
+    result_path.unlink(missing_ok=True)
+    before = _run_dirs(cfg.store, cfg.test_name)
+    argv = [sys.executable, "-m", "fencecheck.matrix", str(cfg_path), str(result_path)]
+    log.info("run: %s", argv)
+    start = time.monotonic()
+    timed_out = False
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        sig.child = proc
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            log.warning("%s: past its %.0f s timeout: stopping it", stem, timeout_s)
+            new = sorted(_run_dirs(cfg.store, cfg.test_name) - before)
+            _stop_child(proc, new[-1] if new else None)
+        finally:
+            sig.child = None
+    duration = time.monotonic() - start
+    code = proc.returncode
+    result: dict[str, Any] = {}
+    if result_path.is_file():
+        result = json.loads(result_path.read_text())
+    run_dir = Path(result["run_dir"]) if result.get("run_dir") else None
+    if run_dir is None:
+        new = sorted(_run_dirs(cfg.store, cfg.test_name) - before)
+        run_dir = new[-1] if new else None
+    if timed_out:
+        code = -signal.SIGTERM
+    error = result.get("error")
+    if error is None and code not in (0, 1, 2):
+        error = f"exit code {code}; see {log_path}"
+    report = run_dir / "report.html" if run_dir and (run_dir / "report.html").is_file() else None
+    return RunRecord(cfg.seed, code, _verdict(code, timed_out), run_dir, report,
+                     round(duration, 3), error, log_path)
+
+
+def run_matrix(matrix: Matrix, out_dir: Path, junit: Path | None = None,
+               notify: Notify | None = None) -> MatrixOutcome:
+    """Run every row in order, then write the comparison report and JUnit XML (if asked)."""
+    notify = notify or (lambda row, seed, rec: None)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: list[RowResult] = []
+    with _Signals() as sig:
+        for row in matrix.rows:
+            runs: list[RunRecord] = []
+            for seed, cfg in zip(row.seeds, row.configs, strict=True):
+                if sig.received is not None:
+                    break
+                notify(row, seed, None)
+                rec = _run_one(cfg, row.timeout_s, out_dir / "logs", sig)
+                runs.append(rec)
+                notify(row, seed, rec)
+            results.append(RowResult(row, tuple(runs)))
+    compare_html, report_error = _write_compare(results, out_dir)
+    if junit is not None:
+        write_junit(results, junit, f"fencecheck matrix {matrix.path.stem}")
+    outcome = MatrixOutcome(tuple(results), out_dir, compare_html,
+                            junit, report_error, sig.received)
+    _write_json(outcome, out_dir / "matrix.json")
+    return outcome
+
+
+# ---- output -----------------------------------------------------------------------------------
+
+_SECTION = jinja2.Environment(autoescape=True).from_string("""
+<section id="expectations">
+  <h2>Matrix rows: expected outcomes</h2>
+  <p>{{ missed }} of {{ rows|length }} row{{ "" if rows|length == 1 else "s" }} missed
+    {{ "its" if rows|length == 1 else "their" }} expectation.</p>
+  <table class="matrix">
+    <tr><th>row</th><th>expect</th><th>verdicts</th><th>expectation</th><th>reports</th></tr>
+    {% for r in rows %}
+    <tr class="{{ 'cell-valid' if r.met else 'cell-invalid' }}">
+      <td><strong>{{ r.label }}</strong></td><td>{{ r.expect }}</td>
+      <td>{{ r.verdicts }}</td><td><strong>{{ "met" if r.met else "MISSED" }}</strong></td>
+      <td>{% for l in r.links %}<a href="{{ l.href }}">seed {{ l.seed }}</a>
+        {% endfor %}</td>
+    </tr>
+    {% endfor %}
+  </table>
+</section>
+""")
+
+
+def _rel(target: Path, start: Path) -> str:
+    return Path(os.path.relpath(target, start)).as_posix()
+
+
+def _write_compare(results: Sequence[RowResult], out_dir: Path) -> tuple[Path | None, str | None]:
+    """reports.compare over this matrix's runs, with a section naming each row's expectation."""
+    from reports.compare import compare
+    from reports.rundata import ReportError
+
+    run_dirs = [r.run_dir for rr in results for r in rr.runs
+                if r.run_dir is not None and (r.run_dir / "test.json").is_file()]
+    if not run_dirs:
+        return None, "no run produced a run directory"
+    try:
+        html_path, _csv = compare(run_dirs, out_dir)
+    except (ReportError, OSError) as e:
+        log.warning("comparison report failed: %s", e)
+        return None, str(e)
+    out = out_dir.resolve()
+    section = _SECTION.render(
+        missed=sum(not rr.met for rr in results),
+        rows=[{
+            "label": rr.row.label, "expect": rr.row.expect, "met": rr.met,
+            "verdicts": ", ".join(r.verdict for r in rr.runs) or "not run",
+            "links": [{"seed": r.seed, "href": _rel(r.report or r.run_dir, out)}
+                      for r in rr.runs if r.run_dir is not None],
+        } for rr in results],
+    )
+    text = html_path.read_text(encoding="utf-8")
+    # Ahead of the backend grid: what a nightly reader looks for first is the missed rows.
+    if "<main>" in text:
+        text = text.replace("<main>", "<main>" + section, 1)
+    else:
+        text = text.replace("</body>", section + "</body>", 1)
+    tmp = html_path.with_name(html_path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(html_path)
+    return html_path, None
+
+
+def _violation_kinds(run_dir: Path | None) -> str:
+    if run_dir is None or not (run_dir / "results.json").is_file():
+        return ""
+    try:
+        checks = json.loads((run_dir / "results.json").read_text()).get("checks") or {}
+    except (OSError, json.JSONDecodeError):
+        return ""
+    kinds = sorted({str(v.get("kind")) for c in checks.values() if isinstance(c, dict)
+                    for v in c.get("violations") or [] if isinstance(v, dict)})
+    return ", ".join(kinds)
+
+
+def write_junit(results: Sequence[RowResult], path: Path, suite: str) -> None:
+    """One test case per run, class = the row: it passes when the run met the row's expectation
+    (a must-find run that found violations passes); an error or a run never made is an error."""
+    root = ET.Element("testsuites")
+    ts = ET.SubElement(root, "testsuite", name=suite)
+    tests = failures = errors = 0
+    total = 0.0
+    for rr in results:
+        want = EXPECTED_EXIT[rr.row.expect]
+        made = {r.seed: r for r in rr.runs}
+        for seed in rr.row.seeds:
+            tests += 1
+            rec = made.get(seed)
+            case = ET.SubElement(ts, "testcase", classname=rr.row.label, name=f"seed {seed}",
+                                 time=f"{rec.duration_s if rec else 0:.3f}")
+            if rec is None:
+                errors += 1
+                ET.SubElement(case, "error", type="not-run",
+                              message=f"row {rr.row.label}: seed {seed} not run (interrupted)")
+                continue
+            total += rec.duration_s
+            where = f"report: {rec.report or rec.run_dir or rec.log}"
+            kinds = _violation_kinds(rec.run_dir)
+            if rec.exit_code == want:
+                pass
+            elif rec.exit_code in (0, 1, 2):
+                failures += 1
+                f = ET.SubElement(case, "failure", type=rec.verdict, message=(
+                    f"row {rr.row.label} MISSED {rr.row.expect}: seed {seed} was {rec.verdict} "
+                    f"(exit {rec.exit_code}, expected {want})"))
+                f.text = f"{where}\nviolations: {kinds or 'none'}"
+            else:
+                errors += 1
+                e = ET.SubElement(case, "error", type=rec.verdict, message=(
+                    f"row {rr.row.label} MISSED {rr.row.expect}: seed {seed}: {rec.verdict}"
+                    f" ({rec.error or rec.exit_code})"))
+                e.text = where
+            out = ET.SubElement(case, "system-out")
+            out.text = f"run directory: {rec.run_dir}\n{where}\nviolations: {kinds or 'none'}"
+    for k, v in (("tests", tests), ("failures", failures), ("errors", errors)):
+        ts.set(k, str(v))
+    ts.set("time", f"{total:.3f}")
+    ET.indent(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")
+    tmp.replace(path)
+
+
+def _write_json(outcome: MatrixOutcome, path: Path) -> None:
+    data = {
+        "exit_code": outcome.exit_code,
+        "compare": str(outcome.compare_html) if outcome.compare_html else None,
+        "rows": [{
+            "row": rr.row.label, "expect": rr.row.expect, "met": rr.met,
+            "runs": [{"seed": r.seed, "exit_code": r.exit_code, "verdict": r.verdict,
+                      "run_dir": str(r.run_dir) if r.run_dir else None,
+                      "report": str(r.report) if r.report else None,
+                      "duration_s": r.duration_s, "error": r.error} for r in rr.runs],
+        } for rr in outcome.rows],
+    }
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+# ---- the child process: one run ---------------------------------------------------------------
+
+
+def _child(argv: Sequence[str]) -> int:
+    """`python -m fencecheck.matrix CONFIG.json RESULT.json`: one run through the controller;
+    RESULT.json gets the run directory and exit code, or the one-line error (exit 3)."""
+    from checker.base import CheckerError
+    from clusters.base import ClusterError
+    from fencecheck.controller import run
+    from fencecheck.store import StoreError
+    from workloads.base import WorkloadError
+
+    # The controller lowers the root level to DEBUG for its own log file; this log keeps warnings.
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    cfg_path, result_path = Path(argv[0]), Path(argv[1])
+    result: dict[str, Any]
+    try:
+        cfg = RunConfig.model_validate_json(cfg_path.read_text())
+        outcome = run(cfg)
+        result = {"run_dir": str(outcome.run_dir), "exit_code": outcome.exit_code}
+    except (ConfigError, StoreError, ClusterError, WorkloadError, CheckerError,
+            ValidationError) as e:
+        log.error("%s", e)
+        result = {"run_dir": None, "exit_code": 3, "error": str(e).splitlines()[0]}
+    result_path.write_text(json.dumps(result) + "\n")
+    return int(result["exit_code"])
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1:]))
