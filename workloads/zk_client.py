@@ -13,7 +13,8 @@ runs (a SIGSTOPped worker pings nothing, exactly like a GC pause). `renew` confi
 one `exists` on the lock node. A node with our czxid means the lock is still ours, and since the
 server heard from us after the invoke, the session cannot expire before invoke + timeout. A
 missing node is DefiniteFailure("lock-lost"); a client not connected sends nothing and is
-DefiniteFailure("not-connected") (the lease was surely not extended); a timeout is Indeterminate.
+DefiniteFailure("not-connected") after waiting op_timeout_s for a reconnect (the lease was
+surely not extended); a timeout is Indeterminate.
 
 release: delete our lock node (what the recipe's release does, minus swallowing "no node", which
 here is the answer: the lock was no longer ours, DefiniteFailure("lock-lost")).
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,9 +112,17 @@ class ZkClient:
                 zk.close()
                 raise DefiniteFailure("connection-refused", f"{self.hosts}: {e}") from None
             self.zk, self.session_ms = zk, lease_ms
-        if self.zk.state != KazooState.CONNECTED:
-            raise DefiniteFailure("not-connected", f"session state {self.zk.state}")
+        self._wait_connected()
         return self.zk
+
+    def _wait_connected(self) -> None:
+        """Give a reconnecting session up to op_timeout_s (it sends nothing meanwhile), so a
+        server crash costs one slow operation rather than a burst of instant failures."""
+        deadline = time.monotonic() + self.op_timeout_s
+        while self.zk is not None and self.zk.state != KazooState.CONNECTED:
+            if time.monotonic() > deadline:
+                raise DefiniteFailure("not-connected", f"session state {self.zk.state}")
+            time.sleep(0.02)
 
     def _stop(self) -> None:
         if self.zk is not None:
@@ -178,8 +188,9 @@ class ZkClient:
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         handle = _handle(grant)
-        if self.zk is None or self.zk.state != KazooState.CONNECTED:
-            raise DefiniteFailure("not-connected", "no connected session")
+        self._wait_connected()
+        if self.zk is None:
+            raise DefiniteFailure("not-connected", "no session")
         if self.zk.client_id is None or self.zk.client_id[0] != handle.session_id:
             # kazoo opened a new session after the old one expired, deleting our node.
             raise DefiniteFailure("lock-lost", "the session that held it expired")
@@ -193,8 +204,9 @@ class ZkClient:
 
     def release(self, grant: Grant) -> None:
         handle = _handle(grant)
-        if self.zk is None or self.zk.state != KazooState.CONNECTED:
-            raise DefiniteFailure("not-connected", "no connected session")
+        self._wait_connected()
+        if self.zk is None:
+            raise DefiniteFailure("not-connected", "no session")
         handle.recipe.is_acquired = False
         try:
             self._get(self.zk.delete_async(handle.path))
