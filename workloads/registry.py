@@ -20,10 +20,21 @@ log = logging.getLogger(__name__)
 CLIENTS: dict[str, str] = {
     "redis-setnx": "workloads.redis_clients:SetnxClient",
     "redis-py": "workloads.redis_clients:RedisPyClient",
+    "redlock-ref": "workloads.redlock_clients:RedlockRefClient",
+    "redlock": "workloads.redlock_clients:PotteryRedlockClient",
+    "redis-sentinel": "workloads.sentinel_client:SentinelSetnxClient",
+    "etcd": "workloads.etcd_client:EtcdClient",
+    "zookeeper": "workloads.zk_client:ZkClient",
+    # leader elections (the `leader` workload)
+    "etcd-election": "workloads.leader_clients:EtcdElectionClient",
+    "zookeeper-election": "workloads.leader_clients:ZkElectionClient",
+    "redis-lease": "workloads.leader_clients:RedisLeaseClient",
 }
 
 RESOURCES: dict[str, str] = {
     "store": "workloads.store:StoreResource",
+    "postgres": "workloads.pg_resource:PgResource",
+    "etcd": "workloads.etcd_resource:EtcdResource",
 }
 
 

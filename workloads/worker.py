@@ -13,6 +13,9 @@ deliberately not "smart": a lease that surely ran out by its own clock does not 
 listen to the services: a refused renew, read or write ends the section (then it releases, which
 the owner check makes harmless). After an `info` the process id is retired (a new one follows,
 DESIGN.md) and the grant is dropped unreleased: the new process id never held it.
+
+Other workloads subclass `Worker` and are chosen by `WorkerConfig.workload` (`WORKLOADS`): the
+`leader` loop (workloads/leader_clients.py) and the `cron` job runner (workloads/cron.py).
 """
 
 from __future__ import annotations
@@ -40,12 +43,19 @@ from workloads.base import (
     WorkloadError,
 )
 from workloads.eventlog import EventLog
-from workloads.registry import make_client, make_resource
+from workloads.registry import load_class, make_client, make_resource
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Status = Literal["ok", "fail", "info"]
+
+# workload -> "module:Class" of its Worker subclass (imported on use: they import this module).
+WORKLOADS: dict[str, str] = {
+    "lock": "workloads.worker:Worker",
+    "leader": "workloads.leader_clients:LeaderWorker",
+    "cron": "workloads.cron:CronWorker",
+}
 
 # Sleeps are cut into slices so a SIGTERM during think/idle time is noticed promptly.
 _SLICE_S = 0.01
@@ -73,18 +83,23 @@ class WorkerConfig:
     t0_ns: int  # the controller's time.monotonic_ns() at run start
     seed: int
     op_timeout_s: float
+    # Added later, so older config files (without them) still load: see `from_json`.
+    workload: str = "lock"  # lock, leader (workloads/leader_clients.py) or cron (workloads/cron.py)
+    idempotent: bool = False  # cron: the resource applies each job's effect at most once
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WorkerConfig:
-        names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in data]
+        fields = dataclasses.fields(cls)
+        names = [f.name for f in fields]
+        optional = {f.name for f in fields if f.default is not dataclasses.MISSING}
+        missing = [n for n in names if n not in data and n not in optional]
         unknown = sorted(set(data) - set(names))
         if missing or unknown:
             raise WorkloadError(f"worker config: missing {missing}, unknown {unknown}")
-        config = cls(**{n: data[n] for n in names})
+        config = cls(**{n: data[n] for n in names if n in data})
         config.validate()
         return config
 
@@ -95,6 +110,8 @@ class WorkerConfig:
             raise WorkloadError("locks must be a non-empty list of names")
         if self.lease_ms <= 0 or self.op_timeout_s <= 0 or self.writes_per_section < 0:
             raise WorkloadError("lease_ms and op_timeout_s must be > 0, writes_per_section >= 0")
+        if self.workload not in WORKLOADS:
+            raise WorkloadError(f"workload {self.workload!r} not one of {', '.join(WORKLOADS)}")
 
     @classmethod
     def load(cls, path: str | Path) -> WorkerConfig:
@@ -209,22 +226,31 @@ class Worker:
     def _section(self, grant: Grant) -> Grant | None:
         """Reads and writes under `grant`. Returns the grant to release, or None to drop it."""
         for _ in range(self.config.writes_per_section):
-            read = self._read(grant)
-            if read.status != "ok":
-                return grant if read.status == "fail" else None
-            go, grant = self._maybe_renew(grant)
-            if go != "go" or self.stop():
-                return None if go == "drop" else grant
-            self._sleep(self.config.think_ms)
-            if self.stop():
-                return grant
-            wrote = self._write(grant, (read.result or 0) + 1)
-            if wrote.status != "ok":
-                return grant if wrote.status == "fail" else None
-            go, grant = self._maybe_renew(grant)
-            if go != "go" or self.stop():
-                return None if go == "drop" else grant
+            go, held = self._round(grant)
+            if not go or held is None:
+                return held
+            grant = held
         return grant
+
+    def _round(self, grant: Grant) -> tuple[bool, Grant | None]:
+        """One read-think-write(read+1) round, renewing after each step. (True, grant) to go
+        on; (False, grant to release or None to drop it) when the section must end."""
+        read = self._read(grant)
+        if read.status != "ok":
+            return False, (grant if read.status == "fail" else None)
+        go, grant = self._maybe_renew(grant)
+        if go != "go" or self.stop():
+            return False, (None if go == "drop" else grant)
+        self._sleep(self.config.think_ms)
+        if self.stop():
+            return False, grant
+        wrote = self._write(grant, (read.result or 0) + 1)
+        if wrote.status != "ok":
+            return False, (grant if wrote.status == "fail" else None)
+        go, grant = self._maybe_renew(grant)
+        if go != "go" or self.stop():
+            return False, (None if go == "drop" else grant)
+        return True, grant
 
     def _read(self, grant: Grant) -> Outcome[int | None]:
         res, key, token, lock = self.resource, grant.lock, grant.token, grant.lock
@@ -269,9 +295,13 @@ class Worker:
             lambda: client.release(grant),
         )
 
+    def final_keys(self) -> list[str]:
+        """The keys the controller's final observer read reads (one per lock here)."""
+        return list(dict.fromkeys(self.config.locks))
+
     def final_read(self) -> None:
         """Read every key once with a null token (the controller's observer read)."""
-        for key in dict.fromkeys(self.config.locks):
+        for key in self.final_keys():
             self._final_read(key)
 
     def _final_read(self, key: str) -> None:
@@ -316,11 +346,19 @@ def main(argv: list[str] | None = None) -> int:
         resource = make_resource(config.resource, {**options, **config.resource_options})
         client = None if args.final_read else make_client(
             config.client, {**options, **config.client_options})
+        worker_class = load_class(WORKLOADS[config.workload])
     except WorkloadError as e:
         log.error("%s", e)
         return 3
     with EventLog(config.log, config.t0_ns) as events:
-        worker = Worker(config, client, resource, events, stop)
+        try:
+            worker: Worker = worker_class(config, client, resource, events, stop)
+        except WorkloadError as e:  # the workload cannot run with this client or resource
+            log.error("%s", e)
+            if client is not None:
+                client.close()
+            resource.close()
+            return 3
         try:
             if args.final_read:
                 worker.final_read()
