@@ -138,8 +138,10 @@ def _row_ref(index: int, raw: dict[str, Any]) -> str:
 
 def _field_error(e: ValidationError) -> str:
     err = e.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or "row"
-    return f"{field}: {err['msg'].removeprefix('Value error, ')}"
+    loc = err["loc"]
+    field = str(loc[0]) if loc else "row"
+    got = f"{err['input']!r}: " if len(loc) > 1 else ""  # an item of a list: show which
+    return f"{field}: {got}{err['msg'].removeprefix('Value error, ')}"
 
 
 def _split_nemesis(value: Any) -> Any:
