@@ -135,6 +135,8 @@ timeout_s = 60
     assert b.configs[0].backend == "redis" and b.configs[0].store == tmp_path / "store"
     only = load_matrix(path, tmp_path / "store", ["fenced"])
     assert [r.label for r in only.rows] == ["fenced"]
+    with pytest.raises(MatrixError, match="no row named 'ghost'"):
+        load_matrix(path, tmp_path / "store", ["fenced,ghost"])
 
 
 def test_the_nightly_example_is_valid(tmp_path: Path) -> None:
