@@ -6,10 +6,14 @@ Run: `python -m workloads.store --host H --port P --fencing on|off --log FILE`.
 Protocol: one JSON object a line each way. Requests carry an `id` echoed in the reply:
   {"id", "op": "read", "key", "token", "lock"}            -> {"id", "ok": true, "value": int|null}
   {"id", "op": "write", "key", "value", "token", "lock"}  -> {"id", "ok": true}
+  {"id", "op": "write", ..., "once": true}  -> {"id", "ok": true, "applied": true|false}
   {"id", "op": "dump"}    -> {"id", "ok": true, "values": {...}, "fences": {...}}
   {"id", "op": "ping"}    -> {"id", "ok": true}
   refusals: {"id", "ok": false, "error": "stale-token" | "bad-request", "detail", "fence"?}
-A missing key reads as null; a write sets it.
+A missing key reads as null; a write sets it. For the cron workload (workloads/cron.py): a write
+with `"once": true` is applied only if the key holds no value yet (a job's effect at most once,
+deduplicated by its key `job:<n>`) and the reply says whether it was; the key `jobs:last` reads
+as the highest n of a key `job:<n>` that holds a value (null if none), the runners' record.
 
 Fencing on: per key, the highest token seen on *any* request (reads included) is the fence; a
 request with a lower token is refused with `stale-token`, an equal or higher one raises the
@@ -40,6 +44,10 @@ from workloads.base import DefiniteFailure, Indeterminate, StaleToken
 log = logging.getLogger(__name__)
 
 
+JOB_PREFIX = "job:"
+LAST_JOB_KEY = "jobs:last"
+
+
 class StoreState:
     """The store's data and fences; `handle` is the whole semantics, free of I/O."""
 
@@ -47,6 +55,7 @@ class StoreState:
         self.fencing = fencing
         self.values: dict[str, int] = {}
         self.fences: dict[str, int] = {}
+        self.last_job: int | None = None
 
     def handle(self, req: Mapping[str, Any]) -> dict[str, Any]:
         op = req.get("op")
@@ -69,10 +78,18 @@ class StoreState:
             if refusal is not None:
                 return refusal
         if op == "read":
+            if key == LAST_JOB_KEY:
+                return {"ok": True, "value": self.last_job}
             return {"ok": True, "value": self.values.get(key)}
         assert isinstance(value, int)
+        once = req.get("once") is True
+        if once and key in self.values:
+            return {"ok": True, "applied": False}
         self.values[key] = value
-        return {"ok": True}
+        job = key.removeprefix(JOB_PREFIX)
+        if key.startswith(JOB_PREFIX) and job.isdigit():
+            self.last_job = max(int(job), self.last_job if self.last_job is not None else -1)
+        return {"ok": True, "applied": True} if once else {"ok": True}
 
     def _fence(self, key: str, token: int | None, op: str) -> dict[str, Any] | None:
         fence = self.fences.get(key)
@@ -222,6 +239,18 @@ class StoreResource:
             {"op": "write", "key": key, "value": value, "token": token, "lock": lock}
         )
         self._check(resp)
+
+    def write_once(self, key: str, value: int, token: int | None, lock: str) -> bool:
+        """Write only if `key` holds no value yet; True if this write was applied."""
+        resp = self.request(
+            {"op": "write", "key": key, "value": value, "token": token, "lock": lock,
+             "once": True}
+        )
+        self._check(resp)
+        applied = resp.get("applied")
+        if not isinstance(applied, bool):
+            raise Indeterminate("bad-reply", f"no applied flag in {resp!r}")
+        return applied
 
     def dump(self) -> dict[str, Any]:
         """Values and fences of the whole store (for tests and the controller's debugging)."""
