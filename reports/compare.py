@@ -19,7 +19,7 @@ import pandas as pd
 
 from checker.base import NEMESIS
 from reports.html import env, static_text, write_atomic, write_report
-from reports.rundata import ReportError, RunData, find_runs, load_run
+from reports.rundata import ReportError, RunData, find_runs, load_run, violation_counts
 from reports.timeline import NS, percentile
 
 log = logging.getLogger(__name__)
@@ -66,23 +66,6 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _violation_counts(run: RunData) -> dict[str, int]:
-    counts = dict.fromkeys(KINDS, 0)
-    checks = (run.results or {}).get("checks") or {}
-    for check in checks.values():
-        if not isinstance(check, dict):
-            continue
-        by_kind = check.get("count_by_kind")
-        if isinstance(by_kind, dict):
-            for kind, n in by_kind.items():
-                counts[str(kind)] = counts.get(str(kind), 0) + int(n)
-        else:
-            for v in check.get("violations") or []:
-                kind = str(v.get("kind", "?"))
-                counts[kind] = counts.get(kind, 0) + 1
-    return counts
-
-
 def _first_violation_s(run: RunData) -> float | None:
     """The earliest time a violation was evident: the first-violation times the checks report,
     else the latest op of each violation."""
@@ -121,7 +104,7 @@ def summarize(run_dir: Path, *, write_missing_report: bool = True) -> RunSummary
         nemesis=_text(cfg.get("nemesis")),
         fencing=_text(cfg.get("fencing")),
         verdict=run.verdict,
-        violations=_violation_counts(run),
+        violations={**dict.fromkeys(KINDS, 0), **violation_counts(run.results)},
         ok_frac=sum(op.ok for op in client_ops) / len(client_ops) if client_ops else None,
         p50_ms=percentile(lat, 0.5),
         p99_ms=percentile(lat, 0.99),

@@ -22,7 +22,7 @@ import jinja2
 
 from checker.base import NEMESIS, Op
 from reports import figures
-from reports.rundata import RunData, load_run, store_of
+from reports.rundata import RunData, load_run, store_of, violation_counts
 from reports.timeline import (
     NS,
     assign_lanes,
@@ -231,6 +231,8 @@ def render_report(run: RunData, plotly_src: str) -> str:
     versions = test.get("versions") if isinstance(test.get("versions"), dict) else {}
     verdict = run.verdict
     kinds = Counter(c["kind"] for c in cards)
+    for kind, n in violation_counts(run.results).items():  # checks list at most 100 each
+        kinds[kind] = max(kinds[kind], n)
     context = {
         "title": run.name,
         "run_id": _fmt(test.get("run_id", run.run_dir.name)),
@@ -240,7 +242,13 @@ def render_report(run: RunData, plotly_src: str) -> str:
         "exit_code": test.get("exit_code"),
         "verdict": verdict,
         "kinds": sorted(kinds.items()),
+        "n_violations": sum(kinds.values()),
         "cards": cards,
+        "groups": [
+            {"kind": kind, "cards": [c for c in cards if c["kind"] == kind]}
+            for kind in dict.fromkeys(c["kind"] for c in cards)
+        ],
+        "shown_per_kind": 2,
         "n_ops": len(ops),
         "n_client": n_client,
         "aggregated": n_client > figures.AGG_OPS,

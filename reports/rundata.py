@@ -84,6 +84,27 @@ def violations_of(results: dict[str, Any] | None) -> list[dict[str, Any]]:
     return out
 
 
+def violation_counts(results: dict[str, Any] | None) -> dict[str, int]:
+    """Violations by kind, all of them: a check lists at most 100 but counts every one in its
+    "count_by_kind" (the listed ones are counted where a check gives no such count)."""
+    counts: dict[str, int] = {}
+    checks = (results or {}).get("checks") or {}
+    for check in checks.values():
+        if not isinstance(check, dict):
+            continue
+        by_kind = check.get("count_by_kind")
+        if isinstance(by_kind, dict):
+            for kind, n in by_kind.items():
+                if isinstance(n, int):
+                    counts[str(kind)] = counts.get(str(kind), 0) + n
+        else:
+            for v in check.get("violations") or []:
+                if isinstance(v, dict):
+                    kind = str(v.get("kind", "?"))
+                    counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
 def read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
