@@ -1,0 +1,287 @@
+"""The ssh runtime against real sshd servers, each in a network namespace of its own (own host
+key, one authorized key, a known_hosts file written here), reachable from this host through a
+veth into a private switch. `SshdHosts` is also used by tests/fencecheck/test_runtimes.py."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from clusters.base import ClusterError
+from clusters.ledger import NETNS_DIR, delete_netns, kill_pids
+from clusters.redis import RedisService
+from clusters.ssh import SshRuntime
+
+pytestmark = pytest.mark.ssh
+
+SSHD = "/usr/sbin/sshd"
+
+
+def sshd_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    if not os.path.exists(SSHD):
+        return "needs sshd (apt-get install openssh-server)"
+    return None
+
+
+class SshdHosts:
+    """n sshd servers in namespaces `fcssh<tag>-h<i>` on a switch namespace `fcssh<tag>-sw`;
+    this host reaches them through veth `fs<tag>h` (address .1). `close` kills every process in
+    those namespaces (sshd and whatever it started) and deletes them."""
+
+    def __init__(self, tmp: Path, n: int) -> None:
+        self.tmp = tmp
+        self.tag = secrets.token_hex(2)
+        third = random.randrange(1, 250)
+        self.prefix = f"10.213.{third}"
+        self.host_address = f"{self.prefix}.1"
+        self.switch = f"fcssh{self.tag}-sw"
+        self.names = [f"fcssh{self.tag}-h{i + 1}" for i in range(n)]
+        self.addresses = [f"{self.prefix}.{i + 2}" for i in range(n)]
+        self.key = tmp / "id_ed25519"
+        self.known_hosts = tmp / "known_hosts"
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def namespaces(self) -> list[str]:
+        return [self.switch, *self.names]
+
+    def start(self) -> None:
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        _keygen(self.key)
+        (self.tmp / "authorized_keys").write_text(self.key.with_suffix(".pub").read_text())
+        host_veth = f"fs{self.tag}h"
+        batches: dict[str, list[str]] = {"": [f"netns add {ns}" for ns in self.namespaces]}
+        batches[""] += [
+            f"link add {host_veth} type veth peer name up0 netns {self.switch}",
+            f"addr add {self.host_address}/24 dev {host_veth}",
+            f"link set {host_veth} up",
+        ]
+        sw = batches[self.switch] = ["link add br0 type bridge", "link set br0 up",
+                                     "link set up0 master br0", "link set up0 up"]
+        for i, ns in enumerate(self.names):
+            v = f"fs{self.tag}-{i + 1}"
+            sw += [f"link add {v} type veth peer name eth0 netns {ns}",
+                   f"link set {v} master br0", f"link set {v} up"]
+            batches[ns] = ["link set lo up", f"addr add {self.addresses[i]}/24 dev eth0",
+                           "link set eth0 up"]
+        for ns, lines in batches.items():
+            subprocess.run(["ip", *(["-n", ns] if ns else []), "-batch", "-"],
+                           input="\n".join(lines) + "\n", text=True, check=True,
+                           capture_output=True)
+        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory
+        known = []
+        empty = self.tmp / "bashrc"
+        empty.write_text("")
+        for i, ns in enumerate(self.names):
+            hostkey = self.tmp / f"hostkey{i + 1}"
+            _keygen(hostkey)
+            known.append(f"{self.addresses[i]} {hostkey.with_suffix('.pub').read_text()}")
+            conf = self.tmp / f"sshd{i + 1}.conf"
+            conf.write_text(
+                f"ListenAddress {self.addresses[i]}\nPort 22\nHostKey {hostkey}\n"
+                f"AuthorizedKeysFile {self.tmp / 'authorized_keys'}\nPermitRootLogin yes\n"
+                "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+                "StrictModes no\nPidFile none\nMaxSessions 64\nMaxStartups 64\n"
+                "Subsystem sftp internal-sftp\n"
+            )
+            with open(self.tmp / f"sshd{i + 1}.log", "wb") as out:
+                # A mount namespace of its own in which root's ~/.bashrc is empty: this
+                # machine's runs pyenv init (0.5 s), which bash sources for every ssh command;
+                # a remote host's root has no such thing.
+                script = 'mount --bind "$1" /root/.bashrc; shift; exec "$@"'
+                self.procs.append(subprocess.Popen(
+                    ["ip", "netns", "exec", ns, "unshare", "-m", "--propagation", "private",
+                     "sh", "-c", script, "sh", str(empty), SSHD, "-D", "-e", "-f", str(conf)],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                ))
+        self.known_hosts.write_text("".join(known))
+        for addr in self.addresses:
+            _wait_port(addr, 22, 10.0)
+
+    def close(self) -> None:
+        kill_pids([p.pid for p in self.procs if p.poll() is None])
+        for p in self.procs:
+            p.wait()
+        delete_netns(self.namespaces)  # kills what sshd started, too
+
+    def runtime(self, run_id: str, store: Path, **kwargs: object) -> SshRuntime:
+        opts: dict[str, object] = {"user": "root", "key": self.key,
+                                   "known_hosts": self.known_hosts}
+        opts.update(kwargs)
+        return SshRuntime(run_id, store, hosts=self.addresses, **opts)  # type: ignore[arg-type]
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+def _wait_port(host: str, port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def sshd_hosts(tmp: Path, n: int) -> Iterator[SshdHosts]:
+    reason = sshd_missing()
+    if reason:
+        pytest.skip(reason)
+    hosts = SshdHosts(tmp, n)
+    try:
+        hosts.start()
+        yield hosts
+    finally:
+        hosts.close()
+        assert not [ns for ns in hosts.namespaces if (NETNS_DIR / ns).exists()]
+
+
+@pytest.fixture
+def sshd2(tmp_path: Path) -> Iterator[SshdHosts]:
+    yield from sshd_hosts(tmp_path / "sshd", 2)
+
+
+@pytest.fixture
+def run_id() -> str:
+    return secrets.token_hex(3)
+
+
+def test_commands_files_daemons_and_teardown(sshd2: SshdHosts, run_id: str,
+                                             tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    rt = sshd2.runtime(run_id, store)
+    try:
+        cluster = rt.setup(["n1", "n2"], ["c1"])
+        n1, n2 = cluster.servers["n1"], cluster.servers["n2"]
+        assert (n1.address, n2.address) == tuple(sshd2.addresses)
+        assert cluster.clients["c1"].address == sshd2.host_address
+        # argv is quoted, never re-split: a space and a quote stay one argument
+        res = n1.run(["printf", "%s|", "a b", "c'd", "$HOME"])
+        assert res.stdout == "a b|c'd|$HOME|"
+        assert n1.run(["cat"], stdin=b"in\n").stdout == "in\n"
+        assert n1.run(["sh", "-c", "exit 3"], check=False).returncode == 3
+        with pytest.raises(ClusterError, match="exit 3"):
+            n1.run(["sh", "-c", "echo oops >&2; exit 3"])
+        with pytest.raises(ClusterError, match="timed out"):
+            n1.run(["sleep", "5"], timeout_s=0.3)
+        # in its own namespace: the host's address is not the node's
+        ips = n1.run(["ip", "-o", "-4", "addr", "show", "eth0"]).stdout
+        assert sshd2.addresses[0] in ips
+
+        src = tmp_path / "src.txt"
+        src.write_text("hello\n")
+        target = store / "nodes" / "n2" / "sub" / "f.txt"
+        n2.put_file(src, str(target))
+        assert target.read_text() == "hello\n"
+        n2.put_file(target, str(target))  # same file on a shared file system: not truncated
+        assert target.read_text() == "hello\n"
+        back = tmp_path / "back.txt"
+        n2.get_file(str(target), back)
+        assert back.read_text() == "hello\n"
+
+        log = store / "nodes" / "n1" / "sleeper.log"
+        d = n1.start_daemon("sleeper", ["sh", "-c", 'echo "up $FC_X"; exec sleep 60'],
+                            log=log, env={"FC_X": "y z"})
+        rt.ledger.record_process("n1", "sleeper", d.pid)
+        assert n1.alive(d.pid)
+        n1.signal(d.pid, signal.SIGSTOP)
+        assert n1.run(["ps", "-o", "stat=", "-p", str(d.pid)]).stdout.startswith("T")
+        n1.signal(d.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 5
+        while "up y z" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        kinds = [r["kind"] for r in rt.ledger.records()]
+        assert "remote-process" in kinds and "process" not in kinds
+    finally:
+        rt.teardown()
+    assert not os.path.exists(f"/proc/{d.pid}") or _zombie(d.pid)
+    rt.teardown()  # idempotent
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def test_unknown_host_key_is_refused_unless_opted_out(
+    sshd2: SshdHosts, run_id: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    rt = sshd2.runtime(run_id, tmp_path / "store", known_hosts=empty)
+    try:
+        with pytest.raises(ClusterError) as e:
+            rt.setup(["n1"], [])
+        assert sshd2.addresses[0] in str(e.value)
+        assert "--ssh-accept-unknown" in str(e.value)
+    finally:
+        rt.teardown()
+    rt = sshd2.runtime(run_id, tmp_path / "store2", known_hosts=empty, accept_unknown=True)
+    try:
+        with caplog.at_level(logging.WARNING, logger="clusters.ssh"):
+            cluster = rt.setup(["n1"], [])
+        assert cluster.servers["n1"].run(["true"]).returncode == 0
+        assert any("UNVERIFIED" in r.message and sshd2.addresses[0] in r.message
+                   for r in caplog.records)
+    finally:
+        rt.teardown()
+
+
+def test_changed_host_key_is_refused_even_when_opted_out(
+    sshd2: SshdHosts, run_id: str, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "wrong_known_hosts"
+    other = tmp_path / "other"
+    _keygen(other)
+    wrong.write_text(f"{sshd2.addresses[0]} {other.with_suffix('.pub').read_text()}")
+    rt = sshd2.runtime(run_id, tmp_path / "store", known_hosts=wrong, accept_unknown=True)
+    try:
+        with pytest.raises(ClusterError, match="CHANGED"):
+            rt.setup(["n1"], [])
+    finally:
+        rt.teardown()
+
+
+def test_redis_runs_unchanged_on_an_ssh_host(sshd2: SshdHosts, run_id: str,
+                                            tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    rt = sshd2.runtime(run_id, store)
+    service = RedisService(ledger=rt.ledger)
+    try:
+        cluster = rt.setup(["n1"], [])
+        service.setup({"n1": cluster.servers["n1"]}, store)
+        host, port = service.endpoints()[0].rsplit(":", 1)
+        assert host == sshd2.addresses[0]
+        r = redis.Redis(host=host, port=int(port), socket_timeout=2)
+        assert r.set("k", "v") and r.get("k") == b"v"
+        r.close()
+        service.pause("n1")
+        with pytest.raises(redis.exceptions.TimeoutError):
+            redis.Redis(host=host, port=int(port), socket_timeout=0.3).get("k")
+        service.resume("n1")
+    finally:
+        service.teardown()
+        rt.teardown()
+    assert (store / "nodes" / "n1" / "redis.log").stat().st_size > 0
