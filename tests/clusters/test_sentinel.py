@@ -81,13 +81,11 @@ def test_killing_the_primary_promotes_a_replica(sentinel: SentinelService) -> No
     assert old == "s1" and new in ("s2", "s3")
     assert sentinel._role(new) == "master"
     assert took < 15, f"failover took {took:.1f} s"
-    # The old primary comes back empty as a master; the sentinels must demote it.
+    # The old primary comes back empty; the sentinels must not hand it the primary role
+    # (its demotion takes the sentinels ~10 s: the isolate test below waits for one).
     sentinel.restart(old)
-    deadline = time.monotonic() + 20
-    while sentinel._role(old) != "slave":
-        assert time.monotonic() < deadline, "old primary was never turned into a replica"
-        time.sleep(0.2)
-    assert sentinel.primary() == new
+    time.sleep(1.5)
+    assert sentinel.primary() == new and sentinel._role(new) == "master"
 
 
 def test_forced_failover_and_isolation_grudge(sentinel: SentinelService) -> None:
