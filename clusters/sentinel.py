@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clusters.base import ClusterError, Daemon, Grudge, NemesisOp, Net, Remote, RemoteError
-from clusters.ledger import Ledger
+from clusters.ledger import NETNS_NAME_RE, Ledger
 from clusters.redis import Persistence, RedisService
 
 log = logging.getLogger(__name__)
@@ -346,6 +346,24 @@ class SentinelService:
             time.sleep(0.1)
 
 
+def _netns_net(service: SentinelService) -> Net | None:
+    """An IptablesNet over the service's nodes if they are netns nodes of one run, else None.
+    Its chains live inside the run's namespaces and go away with them."""
+    from clusters.partition import IptablesNet  # only netns runs need iptables
+
+    runs = set()
+    for r in service._nodes.values():
+        prefix = tuple(getattr(r, "prefix", ()))
+        netns = len(prefix) == 4 and prefix[:3] == ("ip", "netns", "exec")
+        m = NETNS_NAME_RE.match(prefix[3]) if netns else None
+        if m is None:
+            return None
+        runs.add(m.group(1))
+    if len(runs) != 1:
+        return None
+    return IptablesNet(service._nodes, runs.pop(), service.ledger)
+
+
 def _sentinel_id(address: str) -> str:
     """A sentinel's run id (40 hex digits), derived from its address so peers can name it."""
     return hashlib.sha1(f"fencecheck-sentinel-{address}".encode()).hexdigest()
@@ -383,7 +401,9 @@ class FailoverNemesis:
       master until the sentinels demote it (only clients still connected to it notice).
     - "kill": SIGKILL it; stop restarts it (empty, with persistence off).
 
-    `heal` undoes whatever is still in effect; idempotent."""
+    Without a mode: "isolate" when given a net or when the nodes are netns nodes (an
+    IptablesNet over them is made here), else "pause". `heal` undoes whatever is still in
+    effect; idempotent."""
 
     name = "failover"
 
@@ -393,6 +413,8 @@ class FailoverNemesis:
         mode: Literal["isolate", "pause", "kill"] | None = None,
         net: Net | None = None,
     ) -> None:
+        if net is None and mode in (None, "isolate"):
+            net = _netns_net(service)
         mode = mode or ("isolate" if net is not None else "pause")
         if mode not in ("isolate", "pause", "kill"):
             raise ClusterError(f"failover nemesis: bad mode {mode!r}")

@@ -121,6 +121,7 @@ def test_refuses_fewer_than_three_nodes(tmp_path: Path) -> None:
 def test_failover_nemesis_heal_is_idempotent(sentinel: SentinelService) -> None:
     with pytest.raises(ClusterError, match="mode"):
         FailoverNemesis(sentinel, mode="explode")  # type: ignore[arg-type]
+    assert FailoverNemesis(sentinel).mode == "pause"  # loopback nodes: no net to cut with
     nem = FailoverNemesis(sentinel, mode="pause")
     assert nem.invoke(NemesisOp("start-failover")) == {"primary": "s1", "mode": "pause"}
     assert "skipped" in nem.invoke(NemesisOp("start-failover"))
@@ -133,7 +134,7 @@ def test_failover_nemesis_heal_is_idempotent(sentinel: SentinelService) -> None:
 
 @pytest.mark.netns
 def test_isolating_the_primary_loses_a_lock_granted_on_it(
-    runtime: NetnsRuntime, run_id: str, tmp_path: Path
+    runtime: NetnsRuntime, tmp_path: Path
 ) -> None:
     """The failover nemesis's isolate mode: the promoted replica never sees a lock granted on
     the cut-off primary, which keeps granting until the heal demotes it and drops the lock."""
@@ -141,7 +142,8 @@ def test_isolating_the_primary_loses_a_lock_granted_on_it(
     svc = SentinelService()
     try:
         svc.setup(cluster.servers, tmp_path / "store")
-        nem = FailoverNemesis(svc, net=IptablesNet(cluster.servers, run_id))
+        nem = FailoverNemesis(svc)  # as the controller makes it: isolate, on netns nodes
+        assert nem.mode == "isolate" and isinstance(nem.net, IptablesNet)
         try:
             started = nem.invoke(NemesisOp("start-failover"))
             assert started["mode"] == "isolate" and started["primary"] == "n1"
