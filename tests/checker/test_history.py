@@ -33,6 +33,9 @@ BAD: list[tuple[str, list[str], int, str]] = [
     ("not-object", ["[2, 30]"], 3, "not a JSON object but list"),
     ("empty-line", ["", _line(2, 30, 0, "invoke", "release")], 3, "empty line"),
     ("blank-line", ["   "], 3, "empty line"),
+    ("trailing-data", [_line(2, 30, 0, "invoke", "release") + " x"], 3, "not valid JSON"),
+    ("two-objects", [_line(2, 30, 0, "invoke", "release") + _line(3, 40, 0, "ok", "release")],
+     3, "not valid JSON (Extra data"),
     ("missing-field", [json.dumps({"index": 2, "process": 0, "type": "invoke", "f": "x"})], 3,
      'missing field "time"'),
     ("time-not-int", [_line(2, "30", 0, "invoke", "release")], 3,  # type: ignore[arg-type]
@@ -134,6 +137,13 @@ def test_pair_raises_with_position(tmp_path: Path) -> None:
     events = [Event(0, 0, 0, "invoke", "acquire", None), Event(1, 1, 0, "ok", "release", None)]
     with pytest.raises(HistoryError, match=r"^imported:2: ok completion has f"):
         pair(events, "imported")
+
+
+def test_whitespace_around_a_line_and_crlf_are_fine(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(("  " + GOOD[0] + " \r\n" + GOOD[1] + "\t").encode())
+    assert [o.type for o in load_ops(path)] == ["ok"]
+    assert len(list(read_events(path))) == 2
 
 
 def test_empty_file_is_an_empty_history(tmp_path: Path) -> None:
