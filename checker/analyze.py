@@ -86,7 +86,8 @@ def stats(ops: Sequence[Op], table: GrantTable) -> dict[str, Any]:
 
 
 def analyze(ops: Sequence[Op], *, max_drift: float = 0.01) -> Results:
-    """Run every lock check; `valid` is False on any violation, unknown if a check crashed."""
+    """Run every lock check. `valid` is False on any violation, else "unknown" if a check
+    crashed or every check had to skip (nothing to judge), else True."""
     if not 0 <= max_drift < 1:
         raise ValueError(f"max_drift must be in [0, 1), not {max_drift}")
     with gc_paused():
@@ -106,4 +107,7 @@ def _analyze(ops: Sequence[Op], max_drift: float) -> Results:
               if "first_violation_ns" in c.details]
     st["first_violation_ns"] = min(firsts) if firsts else None
     st["violations"] = {name: c.details.get("count", 0) for name, c in checks.items()}
-    return Results(combine(list(checks.values())), checks, st)
+    verdict = combine(list(checks.values()))
+    if verdict is True and all(c.skipped is not None for c in checks.values()):
+        verdict = "unknown"  # nothing could be judged: too thin a history to call it valid
+    return Results(verdict, checks, st)

@@ -93,3 +93,11 @@ def test_a_crashing_check_is_unknown_not_a_pass() -> None:
     assert results.checks["counter"].valid == "unknown"
     assert results.valid == "unknown"
     assert results.exit_code == 2
+
+
+def test_a_history_with_nothing_to_judge_is_unknown() -> None:
+    assert analyze([]).valid == "unknown"
+    nemesis_only = [Op("nemesis", "start-pause", "ok", 0, 0, 1, 1, {"process": 1})]
+    results = analyze(nemesis_only)
+    assert results.valid == "unknown"
+    assert results.stats["nemesis_ops_by_f"] == {"start-pause": 1}
