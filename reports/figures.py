@@ -191,7 +191,7 @@ def timeline_figure(
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": f"fault: {w.fault}",
+                "name": f"fault: {esc(w.fault)}",
                 "legendgroup": f"fault-{w.fault}",
                 "showlegend": w is next(x for x in windows if x.fault == w.fault),
                 "x": xs,
@@ -213,7 +213,7 @@ def timeline_figure(
             "xaxis": {"title": {"text": "time (s)"}, "zeroline": False},
             "yaxis": {
                 "tickvals": list(range(n_lanes)),
-                "ticktext": ["nemesis", *lanes.labels],
+                "ticktext": ["nemesis", *(esc(label) for label in lanes.labels)],
                 "autorange": "reversed",
                 "automargin": True,
                 "zeroline": False,
@@ -271,7 +271,7 @@ def latency_figure(
                 {
                     "type": "scatter",
                     "mode": "markers",
-                    "name": f,
+                    "name": esc(f),
                     "x": [r6(t) for t, _ in points],
                     "y": [r6(ms) for _, ms in points],
                     "marker": {"color": colour, "size": 5, "opacity": 0.7},
@@ -290,7 +290,7 @@ def latency_figure(
                 {
                     "type": "scatter",
                     "mode": "lines",
-                    "name": f"{f} p{int(q * 100)}",
+                    "name": f"{esc(f)} p{int(q * 100)}",
                     "x": xs,
                     "y": ys,
                     "line": {"color": colour, "dash": dash},

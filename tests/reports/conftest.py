@@ -74,13 +74,18 @@ class Browser:
 
     def screenshot(self, path: Path, full_page: bool = True) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if full_page:
-            height = int(self.js("return document.documentElement.scrollHeight"))
-            self.driver.set_window_size(1400, min(max(height, 800), 6000))
-        self.driver.save_screenshot(str(path))
+        if not full_page:
+            self.driver.save_screenshot(str(path))
+            return
+        height = int(self.js("return document.documentElement.scrollHeight"))
+        self.driver.set_window_size(1400, min(max(height, 800), 6000))
+        try:
+            self.driver.save_screenshot(str(path))
+        finally:
+            self.driver.set_window_size(1400, 1000)  # the browser is shared by later tests
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
         pytest.skip("chromium/chromedriver not installed (bash scripts/setup.sh)")

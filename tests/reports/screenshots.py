@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from reports.compare import compare  # noqa: E402
-from reports.html import write_report  # noqa: E402
-from tests.reports.conftest import browser as browser_fixture  # noqa: E402
+from reports.compare import compare
+from reports.html import write_report
+from tests.reports.conftest import browser as browser_fixture
 
 
 def main() -> None:

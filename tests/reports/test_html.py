@@ -158,7 +158,13 @@ def test_planted_values_show_as_text_and_run_nothing(browser: Browser, store: Pa
     # Plotly renders a subset of HTML in hover labels: the planted lock name stays text there too.
     assert "<script>window.fcPwned=1</script>" in _hover(browser, "surely held")
     assert PLANTED_ERROR in _hover(browser, "write failed")
+    # Tags plotly would render (<b>) stay literal in hover labels and legend entries.
+    assert "<b>x</b>" in _hover(browser, "fault: &lt;b&gt;x&lt;/b&gt;")
+    legend = browser.js(
+        "return Array.from(document.querySelectorAll('#timeline .legendtext'))"
+        ".map(function (e) { return e.textContent; }).join('|')"
+    )
+    assert "fault: <b>x</b>" in legend
     assert browser.js("return window.fcPwned") is None
     assert browser.console() == []
     assert _offline(browser.requests()) == []
-    browser.screenshot(ARTIFACTS / "report-planted.png")

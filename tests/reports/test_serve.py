@@ -19,7 +19,7 @@ from tests.reports.conftest import ARTIFACTS, Browser
 @pytest.fixture
 def server(store: Path) -> Iterator[StoreServer]:
     srv = make_server(store)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield srv
