@@ -127,6 +127,10 @@ class Gateway:
                 raise Uncertain(f"{ep}{path}: {resp.status_code} not JSON") from None
             if resp.status_code != 200:
                 raise GrpcError(resp.status_code, int(data.get("code", 2)), data.get("message", ""))
+            err = data.get("error") if isinstance(data, dict) else None
+            if isinstance(err, dict):  # a streaming call (keepalive) reports errors in a 200
+                code = int(err.get("grpc_code") or err.get("code") or 2)
+                raise GrpcError(resp.status_code, code, str(err.get("message", "")))
             return data
         raise Refused("; ".join(errors))
 
@@ -268,6 +272,9 @@ class EtcdClient:
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         handle = _handle(grant)
+        if lease_ms > handle.ttl_s * 1000:
+            # A keepalive restores the TTL granted at acquire; it cannot lengthen the lease.
+            raise DefiniteFailure("lease-too-long", f"{lease_ms} ms > TTL {handle.ttl_s} s")
         try:
             data = self.gw.post("/v3/lease/keepalive", {"ID": handle.lease_id})
         except (Refused, Uncertain, GrpcError) as e:

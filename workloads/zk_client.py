@@ -188,6 +188,8 @@ class ZkClient:
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         handle = _handle(grant)
+        if self.session_ms is not None and lease_ms > self.session_ms:
+            raise DefiniteFailure("lease-too-long", f"{lease_ms} ms > session {self.session_ms}")
         self._wait_connected()
         if self.zk is None:
             raise DefiniteFailure("not-connected", "no session")

@@ -88,6 +88,9 @@ def test_renewal_keeps_the_lock(clients: list[EtcdClient]) -> None:
         time.sleep(0.4)
     with pytest.raises(DefiniteFailure):
         b.acquire("renewed", 1000, 0.3)
+    with pytest.raises(DefiniteFailure) as e:
+        a.renew(g, 60_000)  # a keepalive cannot lengthen the granted TTL
+    assert e.value.error == "lease-too-long"
     a.release(g)
 
 

@@ -89,6 +89,9 @@ def test_second_client_waits_then_fails_definitely(clients: list[ZkClient]) -> N
     assert e.value.error == "timeout"
     assert time.monotonic() - t0 >= 0.5
     a.renew(g, 4000)
+    with pytest.raises(DefiniteFailure) as e:
+        a.renew(g, 60_000)  # the session timeout is fixed when the session opens
+    assert e.value.error == "lease-too-long"
     a.release(g)
     g2 = b.acquire("excl", 4000, 2.0)
     assert g.token is not None and g2.token is not None and g2.token > g.token
