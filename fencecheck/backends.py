@@ -26,11 +26,11 @@ SERVICES: dict[str, str] = {
 
 # The clients a backend can drive (the first is its default).
 CLIENTS: dict[str, tuple[str, ...]] = {
-    "redis": ("redis-setnx", "redis-py"),
+    "redis": ("redis-setnx", "redis-py", "redis-lease"),
     "redlock": ("redlock-ref", "redlock"),
     "redis-sentinel": ("redis-sentinel",),
-    "etcd": ("etcd",),
-    "zookeeper": ("zookeeper",),
+    "etcd": ("etcd", "etcd-election"),
+    "zookeeper": ("zookeeper", "zookeeper-election"),
 }
 
 
@@ -94,11 +94,13 @@ def make_service(cfg: RunConfig, env_for: Any = None, ledger: Any = None) -> Loc
     kwargs: dict[str, Any] = {}
     if ledger is not None and "ledger" in inspect.signature(cls).parameters:
         kwargs["ledger"] = ledger  # servers outside a namespace are then found by teardown too
-    if cfg.backend in ("redis", "redlock"):
+    params = inspect.signature(cls).parameters
+    if "persistence" in params:
         kwargs["persistence"] = cfg.persistence
-        if env_for is not None:
-            kwargs["env_for"] = env_for
-    elif cfg.backend == "redis-sentinel" and env_for is not None:
+    if env_for is not None:
+        if "env_for" not in params:
+            raise ConfigError(f"bad configuration: nemesis: clock: {cfg.backend} cannot run "
+                              "under the clock shim")
         kwargs["env_for"] = env_for
     service: LockService = cls(**kwargs)
     return service

@@ -202,9 +202,17 @@ class _Schedule:
         return self.rng.uniform(lo, hi)
 
     def hold(self, fault: str) -> float:
-        lo, hi = self.cfg.pause_duration_s if fault == "pause" else (
-            self.cfg.fault_duration_s or (3.0, 6.0)
-        )
+        if self.cfg.fault_duration_s is not None:
+            lo, hi = self.cfg.fault_duration_s
+        elif fault == "pause":
+            lo, hi = self.cfg.pause_duration_s
+        elif fault == "kill":
+            # Restart inside the lease: a server that lost its keys (no persistence) is back
+            # while the old grant is still surely held, so a second grant is a double grant.
+            lease_s = self.cfg.lease_ms / 1000
+            lo, hi = min(0.2, lease_s / 4), max(0.3, lease_s / 2)
+        else:
+            lo, hi = 3.0, 6.0
         return self.rng.uniform(lo, hi)
 
     def pick(self) -> str:
@@ -480,7 +488,9 @@ def _targets(cfg: RunConfig, fault: str, rng: random.Random, workers: list[_Work
             return {"targets": [rng.choice(servers)]}
         return {"targets": [rng.choice(workers).name]}
     if fault == "kill":
-        return {"nodes": [rng.choice(servers)]}
+        # One node, or a majority (what it takes to lose a Redlock quorum's keys).
+        count = 1 if len(servers) < 3 or rng.random() < 0.5 else len(servers) // 2 + 1
+        return {"nodes": sorted(rng.sample(servers, count))}
     return {"holder": next(iter(tailer.holding), None),
             "clients": [w.name for w in workers]}
 
