@@ -119,10 +119,13 @@ class EtcdService:
     # -- Pausable, Killable, LogFiles
 
     def pause(self, node: str) -> None:
-        self.nodes[node].signal(self._daemon(node).pid, signal.SIGSTOP)
+        """SIGSTOP the server; a no-op while it is killed (pause and kill may overlap)."""
+        if node in self.daemons:
+            self.nodes[node].signal(self.daemons[node].pid, signal.SIGSTOP)
 
     def resume(self, node: str) -> None:
-        self.nodes[node].signal(self._daemon(node).pid, signal.SIGCONT)
+        if node in self.daemons:
+            self.nodes[node].signal(self.daemons[node].pid, signal.SIGCONT)
 
     def kill(self, node: str) -> None:
         daemon = self.daemons.pop(node, None)
@@ -173,10 +176,6 @@ class EtcdService:
                 raise ClusterError(f"etcd not healthy after {timeout_s} s on {', '.join(pending)}")
             time.sleep(0.2)
 
-    def _daemon(self, node: str) -> Daemon:
-        if node not in self.daemons:
-            raise ClusterError(f"etcd: no running member on {node}")
-        return self.daemons[node]
 
     def _node_dir(self, node: str) -> Path:
         if self.store is None:

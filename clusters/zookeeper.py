@@ -116,10 +116,13 @@ class ZookeeperService:
     # -- Pausable, Killable, LogFiles
 
     def pause(self, node: str) -> None:
-        self.nodes[node].signal(self._daemon(node).pid, signal.SIGSTOP)
+        """SIGSTOP the server; a no-op while it is killed (pause and kill may overlap)."""
+        if node in self.daemons:
+            self.nodes[node].signal(self.daemons[node].pid, signal.SIGSTOP)
 
     def resume(self, node: str) -> None:
-        self.nodes[node].signal(self._daemon(node).pid, signal.SIGCONT)
+        if node in self.daemons:
+            self.nodes[node].signal(self.daemons[node].pid, signal.SIGCONT)
 
     def kill(self, node: str) -> None:
         daemon = self.daemons.pop(node, None)
@@ -176,10 +179,6 @@ class ZookeeperService:
                 )
             time.sleep(0.2)
 
-    def _daemon(self, node: str) -> Daemon:
-        if node not in self.daemons:
-            raise ClusterError(f"zookeeper: no running server on {node}")
-        return self.daemons[node]
 
     def _node_dir(self, node: str) -> Path:
         if self.store is None:
