@@ -155,3 +155,23 @@ def build(client: Any, base: str, tag: str) -> None:
         raise ClusterError(f"building {tag} failed: {e.msg}: {tail}") from None
     except docker.errors.APIError as e:
         raise ClusterError(f"building {tag} failed: {e}") from None
+
+
+def main() -> None:
+    """`python -m clusters.image`: build the node image now (CI does this once per machine)."""
+    import sys
+
+    from clusters.docker import docker_client
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    t0 = time.monotonic()
+    try:
+        tag = ensure_image(docker_client())
+    except ClusterError as e:
+        logging.getLogger("clusters.image").error("%s", e)
+        sys.exit(3)
+    log.info("%s ready (%.0f s)", tag, time.monotonic() - t0)
+
+
+if __name__ == "__main__":
+    main()
