@@ -83,14 +83,15 @@ def main() -> None:
         "config": {"backend": "sim", "client": "sim", "resource": "unfenced", "nemesis": ["pause"],
                    "fencing": False, "seed": args.seed},
         "versions": {}, "duration_s": 0.0, "exit_code": 1}))
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     report = write_report(run)
-    render_s = time.perf_counter() - t
+    render_s, render_cpu_s = time.perf_counter() - t, time.process_time() - cpu
     figures = {
         "ops": len(ops),
         "violations": sum(len(c["violations"]) for c in results["checks"].values()),
         "generate_s": round(gen_s, 2),
         "write_report_s": round(render_s, 2),
+        "write_report_cpu_s": round(render_cpu_s, 2),
         "report_mb": round(report.stat().st_size / 1e6, 1),
     }
     if args.browser:

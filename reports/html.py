@@ -213,11 +213,12 @@ def render_report(run: RunData, plotly_src: str) -> str:
     highlight = {
         o["index"] for c in cards for o in c["ops"] if isinstance(o["index"], int)
     }
-    windows = fault_windows(ops)
+    end_ns = history_end_ns(ops)
+    windows = fault_windows(ops, end_ns)
     faults = sorted({w.fault for w in windows})
-    duration_s = history_end_ns(ops) / NS
+    duration_s = end_ns / NS
     lanes = assign_lanes(ops)
-    surely, possibly = held_intervals(ops)
+    surely, possibly = held_intervals(ops, end_ns=end_ns)
     n_client = sum(1 for op in ops if op.process != NEMESIS)
     figs = {
         "timeline": figures.timeline_figure(

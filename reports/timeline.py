@@ -54,9 +54,12 @@ class Lanes:
 
 
 def history_end_ns(ops: Sequence[Op]) -> int:
+    """The time of the history's last event."""
     end = 0
     for op in ops:
-        end = max(end, op.time, op.end_time or 0)
+        t = op.end_time if op.end_time is not None else op.time
+        if t > end:
+            end = t
     return end
 
 
@@ -73,10 +76,12 @@ class _Held:
 
 
 def held_intervals(
-    ops: Sequence[Op], max_drift: float = 0.01
+    ops: Sequence[Op], max_drift: float = 0.01, end_ns: int | None = None
 ) -> tuple[list[Interval], list[Interval]]:
-    """(surely-held, possibly-held) intervals of every grant, in acquire order."""
-    end_ns = history_end_ns(ops)
+    """(surely-held, possibly-held) intervals of every grant, in acquire order; end_ns is the
+    history's end (computed when not given)."""
+    if end_ns is None:
+        end_ns = history_end_ns(ops)
     surely: list[Interval] = []
     possibly: list[Interval] = []
     state: dict[tuple[Process, str], _Held] = {}
@@ -126,9 +131,9 @@ def held_intervals(
     return surely, possibly
 
 
-def fault_windows(ops: Sequence[Op]) -> list[Window]:
+def fault_windows(ops: Sequence[Op], end_ns: int | None = None) -> list[Window]:
     """Nemesis fault windows; a start that surely failed opens none."""
-    end_s = history_end_ns(ops) / NS
+    end_s = (history_end_ns(ops) if end_ns is None else end_ns) / NS
     open_: dict[str, list[Op]] = defaultdict(list)
     out: list[Window] = []
     for op in ops:
