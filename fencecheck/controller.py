@@ -438,7 +438,9 @@ def _loop(cfg: RunConfig, rng: random.Random, workers: list[_Worker], nemeses: d
     deadline = start + cfg.time_limit_s
     next_fault = start + schedule.gap() if schedule.faults else float("inf")
     active: tuple[str, float] | None = None  # (fault, stop at)
-    wait_holder: float | None = None  # holder-aware pause: give up waiting at this time
+    # Holder-aware timing: a fault waits (up to 3 s) for a fresh grant, so that it lands inside
+    # a critical section; a pause then freezes exactly that holder.
+    pending: tuple[str, float] | None = None  # (fault, give up waiting at)
     last_progress = 0.0
     window: list[tuple[float, int]] = []
     while True:
@@ -446,23 +448,27 @@ def _loop(cfg: RunConfig, rng: random.Random, workers: list[_Worker], nemeses: d
         if now >= deadline:
             break
         fresh = tailer.poll()
-        if active is None and wait_holder is None and now >= next_fault:
+        if active is None and pending is None and now >= next_fault:
             fault = schedule.pick()
-            if fault == "pause" and cfg.pause_target == "holder":
-                wait_holder = now + 3.0
+            if cfg.pause_target == "holder" and fault != "failover":
+                pending = (fault, now + 3.0)
             else:
                 active = (fault, now + schedule.hold(fault))
                 _start_fault(fault, _targets(cfg, fault, rng, workers, servers, tailer),
                              nemeses, nemesis_log)
-        if wait_holder is not None:
-            holder = fresh[-1].worker if fresh else None
-            if holder is None and now >= wait_holder:
-                current = list(tailer.holding)
-                holder = rng.choice(current) if current else rng.choice(workers).name
-            if holder is not None:
-                wait_holder = None
-                active = ("pause", now + schedule.hold("pause"))
-                _start_fault("pause", {"targets": [holder]}, nemeses, nemesis_log)
+        if pending is not None and (fresh or now >= pending[1]):
+            fault = pending[0]
+            pending = None
+            if fault == "pause":
+                holder = fresh[-1].worker if fresh else None
+                if holder is None:
+                    current = list(tailer.holding)
+                    holder = rng.choice(current) if current else rng.choice(workers).name
+                value: dict[str, Any] = {"targets": [holder]}
+            else:
+                value = _targets(cfg, fault, rng, workers, servers, tailer)
+            active = (fault, now + schedule.hold(fault))
+            _start_fault(fault, value, nemeses, nemesis_log)
         if active is not None and now >= active[1]:
             _stop_fault(active[0], nemeses, nemesis_log)
             active = None
