@@ -185,7 +185,15 @@ def timeline_figure(
     for w in windows:
         colour = fault_colour(faults, w.fault)
         xs, ys, texts = _segments(
-            [(w.start_s, w.end_s, 0, f"{esc(w.fault)} {w.start_s:.3f}–{w.end_s:.3f} s")]
+            [
+                (
+                    w.start_s,
+                    w.end_s,
+                    0,
+                    f"{esc(w.fault)} {w.start_s:.3f}–{w.end_s:.3f} s"
+                    + (f"<br>{esc(w.detail)}" if w.detail else ""),
+                )
+            ]
         )
         traces.append(
             {

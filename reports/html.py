@@ -41,13 +41,16 @@ VIOLATION_KEYS = ("check", "kind", "lock", "key", "ops", "explanation")
 
 @cache
 def env() -> jinja2.Environment:
-    return jinja2.Environment(
+    e = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    # Plain JSON text, escaped like any other text (jinja's own tojson is for <script> only).
+    e.filters["json"] = lambda v: json.dumps(v, default=str)
+    return e
 
 
 def script_json(data: Any) -> str:

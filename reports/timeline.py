@@ -45,6 +45,7 @@ class Window:
     end_s: float
     index: int  # the start op's invoke index
     healed: bool  # False when no stop completed before the end of the history
+    detail: dict[str, Any] | None = None  # the start op's value: which nodes, which cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,11 +146,11 @@ def fault_windows(ops: Sequence[Op], end_ns: int | None = None) -> list[Window]:
             start = open_[op.f[5:]].pop(0)
             s = (start.end_time if start.end_time is not None else start.time) / NS
             e = (op.end_time if op.end_time is not None else op.time) / NS
-            out.append(Window(op.f[5:], s, max(s, e), start.index, True))
+            out.append(Window(op.f[5:], s, max(s, e), start.index, True, start.value))
     for fault, starts in open_.items():
         for start in starts:
             s = (start.end_time if start.end_time is not None else start.time) / NS
-            out.append(Window(fault, s, max(s, end_s), start.index, False))
+            out.append(Window(fault, s, max(s, end_s), start.index, False, start.value))
     out.sort(key=lambda w: (w.start_s, w.index))
     return out
 

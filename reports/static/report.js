@@ -45,6 +45,8 @@
       if (!pt || pt.customdata === undefined) return;
       var row = document.querySelector('tr[data-index="' + Number(pt.customdata) + '"]');
       if (!row) return;
+      var folded = row.closest("details");
+      if (folded) folded.open = true;
       row.scrollIntoView({ block: "center" });
       row.classList.add("flash");
       setTimeout(function () { row.classList.remove("flash"); }, 1500);
