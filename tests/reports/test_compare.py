@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -117,3 +118,14 @@ def test_matrix_in_chromium(browser: Browser, store: Path, tmp_path: Path) -> No
     assert [u for u in browser.requests() if not u.startswith(("file://", "data:"))] == []
     browser.get(html_path.as_uri())
     browser.screenshot(ARTIFACTS / "compare.png")
+
+
+def test_junit_survives_control_characters(store: Path, tmp_path: Path) -> None:
+    run = store / "redis-unfenced-pause" / "20261129T230000"
+    results = json.loads((run / "results.json").read_text())
+    results["checks"]["counter"]["violations"][0]["explanation"] = "bad \x01\x1b[31m byte"
+    (run / "results.json").write_text(json.dumps(results))
+    path = tmp_path / "junit.xml"
+    write_junit([run], path, suite="s")
+    failure = ET.parse(path).getroot().find("testsuite/testcase/failure")
+    assert failure is not None and "bad \ufffd\ufffd[31m byte" in (failure.text or "")

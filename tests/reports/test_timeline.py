@@ -87,16 +87,18 @@ def test_renew_extends_possibly_held_and_failed_release_keeps_it() -> None:
 def test_fault_windows_match_starts_and_stops_and_keep_unhealed() -> None:
     ops = [
         mk(0, "nemesis", "start-pause", 100, 110),
-        mk(2, "nemesis", "start-partition", 150, 160, "fail"),
+        mk(2, "nemesis", "start-partition", 150, 160, "fail", cut=["n1"]),
         mk(4, "nemesis", "stop-pause", 300, 305),
-        mk(6, "nemesis", "start-kill", 400, 401),
+        mk(6, "nemesis", "start-kill", 400, 401, nodes=["n2"]),
         mk(8, 0, "read", 900, 1000, key="k"),
     ]
     ws = fault_windows(ops)
+    assert ws[0].detail is None
     assert [(w.fault, w.start_s, w.end_s, w.healed) for w in ws] == [
         ("pause", 0.110, 0.305, True),
         ("kill", 0.401, 1.0, False),
     ]
+    assert ws[1].detail == {"nodes": ["n2"]}
 
 
 def test_lanes_pack_retired_processes_past_the_limit() -> None:
