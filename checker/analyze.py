@@ -95,12 +95,18 @@ def analyze(ops: Sequence[Op], *, max_drift: float = 0.01) -> Results:
 
 
 def _analyze(ops: Sequence[Op], max_drift: float) -> Results:
-    table = build_grants(ops, max_drift=max_drift)
+    try:
+        table = build_grants(ops, max_drift=max_drift)
+    except Exception as e:  # every check needs the table: all of them are unknown
+        log.exception("building the grant table crashed")
+        error = {"error": f"{type(e).__name__}: {e}"}
+        checks = {n: CheckResult(n, "unknown", details=dict(error)) for n in CHECK_NAMES}
+        return Results("unknown", checks, {"ops": len(ops), **error})
     checks = {
         "mutex": _guarded("mutex", lambda: mutex(ops, grants=table)),
         "fencing": _guarded("fencing", lambda: fencing(ops, grants=table)),
         "exclusion": _guarded("exclusion", lambda: exclusion(ops, grants=table)),
-        "counter": _guarded("counter", lambda: counter(ops)),
+        "counter": _guarded("counter", lambda: counter(ops, grants=table)),
     }
     st = stats(ops, table)
     firsts = [c.details["first_violation_ns"] for c in checks.values()

@@ -12,42 +12,30 @@ from bisect import bisect_left
 from collections.abc import Sequence
 
 from checker.base import CheckResult, Op, op_ref
-from checker.grants import Collector, seconds, who
+from checker.grants import Collector, GrantTable, build_grants, seconds, who
 
 
-def counter(ops: Sequence[Op]) -> CheckResult:
-    """Find `lost-update`s."""
-    last_read: dict[str, Op] = {}
-    accepted: dict[str, list[tuple[int, Op]]] = {}
-    for op in ops:
-        if op.type != "ok" or op.value is None or op.end_time is None:
-            continue
-        if op.f == "read":
-            key = op.value.get("key")
-            if key is not None:
-                last_read[key] = op  # ops come in invoke order
-        elif op.f == "write":
-            key = op.value.get("key")
-            if key is not None:
-                accepted.setdefault(key, []).append((op.end_time, op))
+def counter(ops: Sequence[Op], *, grants: GrantTable | None = None) -> CheckResult:
+    """Find `lost-update`s. Pass `grants` to reuse its index of reads and writes by key."""
+    table = grants if grants is not None else build_grants(ops)
     found = Collector()
     judged = 0
-    for key, read in last_read.items():
+    for key, read in table.last_reads.items():
         value = read.get("value")
         if type(value) is not int:
             continue
         judged += 1
-        ws = accepted.get(key, [])
-        ws.sort(key=lambda w: w[0])
-        before = bisect_left(ws, read.time, key=lambda w: w[0])
+        # accepted writes have an end; order by it (never compare Ops themselves)
+        ws = sorted(table.writes.get(key, ()), key=lambda w: w.end_time or 0)
+        before = bisect_left(ws, read.time, key=lambda w: w.end_time or 0)
         if value < before:
             last = ws[before - 1]
             found.add(
                 read.time, "lost-update",
                 f'{who(read.process)}\'s last read of key "{key}" at {seconds(read.time)} '
                 f"returned {value}, but {before} writes to it (one increment each) had been "
-                f"accepted before that read began, the last at {seconds(last[0])}",
-                (op_ref(last[1]), op_ref(read)), key=key,
+                f"accepted before that read began, the last at {seconds(last.end_time or 0)}",
+                (op_ref(last), op_ref(read)), key=key,
             )
     details = found.details()
     details["keys_judged"] = judged

@@ -82,17 +82,15 @@ def exclusion(ops: Sequence[Op], *, max_drift: float = 0.01,
     owner = table.write_grant
     by_key: dict[str, list[_W]] = {}
     orphans = 0
-    for op in ops:
-        if op.f != "write" or op.type != "ok" or op.value is None or op.end_time is None:
-            continue
-        key = op.value.get("key")
-        if key is None:
-            continue
-        gid = owner.get(op.index)
-        if gid is None:
-            orphans += 1
-            gid = -1 - op.index
-        by_key.setdefault(key, []).append(_W(op.time, op.end_time, gid, op))
+    for key, accepted in table.writes.items():
+        ws = by_key[key] = []
+        for op in accepted:
+            gid = owner.get(op.index)
+            if gid is None:
+                orphans += 1
+                gid = -1 - op.index
+            assert op.end_time is not None  # accepted: completed
+            ws.append(_W(op.time, op.end_time, gid, op))
     found = Collector()
     for key, ws in by_key.items():
         _check_key(key, ws, found)

@@ -47,20 +47,19 @@ def _regressions(table: GrantTable, found: Collector) -> tuple[int, int]:
     return sum(len(v) for v in by_lock.values()), untokened
 
 
-def _stale_writes(ops: Sequence[Op], found: Collector) -> tuple[int, int]:
+def _stale_writes(table: GrantTable, found: Collector) -> tuple[int, int]:
     by_key: dict[str, list[tuple[int, int, int, Op]]] = {}
     untokened = 0
-    for op in ops:
-        if op.f != "write" or op.type != "ok" or op.value is None:
-            continue
-        t = op.value.get("token")
-        if type(t) is not int:
-            untokened += 1
-            continue
-        key = op.value.get("key")
-        if key is None or op.end_time is None:
-            continue
-        by_key.setdefault(key, []).append((op.time, op.end_time, t, op))
+    for key, accepted in table.writes.items():
+        tokened = []
+        for op in accepted:
+            t = op.value.get("token") if op.value is not None else None
+            if type(t) is not int or op.end_time is None:
+                untokened += 1
+            else:
+                tokened.append((op.time, op.end_time, t, op))
+        if tokened:
+            by_key[key] = tokened
     for key, ws in by_key.items():
         by_ok = sorted(ws, key=lambda w: w[1])
         j = 0
@@ -87,7 +86,7 @@ def fencing(ops: Sequence[Op], *, max_drift: float = 0.01,
     table = grants if grants is not None else build_grants(ops, max_drift=max_drift)
     found = Collector()
     judged_grants, untokened_grants = _regressions(table, found)
-    judged_writes, untokened_writes = _stale_writes(ops, found)
+    judged_writes, untokened_writes = _stale_writes(table, found)
     details = found.details()
     details.update(
         grants_with_token=judged_grants, grants_without_token=untokened_grants,

@@ -45,11 +45,15 @@ class Grant:
 
 @dataclass(frozen=True, slots=True)
 class GrantTable:
-    """All grants in acquire-invoke order, and the grant each accepted write belongs to."""
+    """All grants in acquire-invoke order (`grants[i].id == i`), the grant each accepted write
+    belongs to, and per key the accepted writes and the last ok read (one pass serves all the
+    checks)."""
 
     grants: list[Grant]
     write_grant: dict[int, int]  # accepted write's invoke index -> grant id
     max_drift: float
+    writes: dict[str, list[Op]]  # key -> accepted writes (with an end), in invoke order
+    last_reads: dict[str, Op]  # key -> the ok read invoked last
     acquires_without_lock: int = 0
 
 
@@ -85,6 +89,8 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     open_token: dict[tuple[Any, int], _Open] = {}
     last_pl: dict[tuple[Process, Any], int] = {}
     write_grant: dict[int, int] = {}
+    writes: dict[str, list[Op]] = {}
+    last_reads: dict[str, Op] = {}
     no_lock = 0
 
     def close(g: _Open, at: float, by: str) -> None:
@@ -109,13 +115,27 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             continue
         if f == "write":
             if op.type == "ok":
-                gid = last_pl.get((p, v.get("lock")))
+                wlock = v.get("lock")
+                gid = last_pl.get((p, wlock)) if type(wlock) is str else None
                 if gid is not None:
                     write_grant[op.index] = gid
+                rkey = v.get("key")
+                if type(rkey) is str:
+                    kw = writes.get(rkey)
+                    if kw is None:
+                        writes[rkey] = [op]
+                    else:
+                        kw.append(op)
+            continue
+        if f == "read":
+            if op.type == "ok":
+                rkey = v.get("key")
+                if type(rkey) is str:
+                    last_reads[rkey] = op
             continue
         if f == "acquire" or f == "release":
             lock = v.get("lock")
-            if lock is None:
+            if type(lock) is not str:
                 no_lock += f == "acquire"
                 continue
             key = (p, lock)
@@ -143,7 +163,8 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 if g.token is not None:
                     open_token[(lock, g.token)] = g
         elif f == "renew" and op.type == "ok":
-            cur = open_pl.get((p, v.get("lock")))
+            rlock = v.get("lock")
+            cur = open_pl.get((p, rlock)) if type(rlock) is str else None
             if cur is None or cur.held_until == math.inf:
                 continue
             lease = v.get("lease_ms", cur.lease_ms)
@@ -158,7 +179,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     for g in list(open_pl.values()):
         close(g, math.inf, "nothing")
     grants = [g for g in done if g is not None]
-    return GrantTable(grants, write_grant, max_drift, no_lock)
+    return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock)
 
 
 # ---- reporting helpers shared by the checks ----

@@ -87,12 +87,29 @@ def test_caps_reported_violations_but_counts_all() -> None:
     assert check.details["count"] == 149
 
 
-def test_a_crashing_check_is_unknown_not_a_pass() -> None:
-    bad = [Op(0, "read", "ok", 0, 0, 1, 5, {"key": ["unhashable"], "value": 3})]
-    results = analyze(bad)
+def test_a_crashing_check_is_unknown_not_a_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("bug")
+
+    ops = load_ops(DATA / "fence-rejected-writes.jsonl")
+    monkeypatch.setattr("checker.analyze.counter", crash)
+    results = analyze(ops)
     assert results.checks["counter"].valid == "unknown"
+    assert results.checks["counter"].details["error"] == "RuntimeError: bug"
+    assert results.checks["mutex"].valid is True
     assert results.valid == "unknown"
     assert results.exit_code == 2
+    monkeypatch.setattr("checker.analyze.build_grants", crash)
+    assert {c.valid for c in analyze(ops).checks.values()} == {"unknown"}
+
+
+def test_mistyped_values_are_skipped_not_crashed_on() -> None:
+    odd = [Op(0, "acquire", "ok", 0, 0, 1, 5, {"lock": ["x"], "lease_ms": "long", "token": "7"}),
+           Op(1, "write", "ok", 2, 6, 3, 7, {"key": {"k": 1}, "lock": ["x"], "token": 1.5}),
+           Op(2, "read", "ok", 4, 8, 5, 9, {"key": ["k"], "value": 3})]
+    results = analyze(odd)
+    assert results.valid == "unknown"  # nothing judgeable, and nothing crashed
+    assert all(c.skipped for c in results.checks.values())
 
 
 def test_a_history_with_nothing_to_judge_is_unknown() -> None:
