@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -353,4 +354,40 @@ def throughput_figure(
             "shapes": shapes(windows, faults),
             "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom"},
         },
+    }
+
+
+def partition_drawing(detail: dict[str, Any] | None, size: int = 180) -> dict[str, Any] | None:
+    """A partition's grudge ({node: [nodes whose traffic it drops]}, as the partition nemesis
+    records it) laid out for a small SVG: nodes on a circle, each pair's link as "cut" (dropped
+    both ways), "one-way" (dropped one way) or "ok". None when the value holds no grudge."""
+    grudge = (detail or {}).get("grudge")
+    if not isinstance(grudge, dict) or not grudge:
+        return None
+    drops = {
+        (str(a), str(b))
+        for a, sources in grudge.items()
+        if isinstance(sources, list)
+        for b in sources
+    }
+    names = sorted({n for pair in drops for n in pair} | {str(a) for a in grudge})
+    r = size / 2 - 30
+    pos = {
+        n: (
+            round(size / 2 + r * math.cos(2 * math.pi * i / len(names) - math.pi / 2), 1),
+            round(size / 2 + r * math.sin(2 * math.pi * i / len(names) - math.pi / 2), 1),
+        )
+        for i, n in enumerate(names)
+    }
+    links = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            ab, ba = (a, b) in drops, (b, a) in drops
+            kind = "cut" if ab and ba else "one-way" if ab or ba else "ok"
+            links.append({"a": pos[a], "b": pos[b], "kind": kind})
+    return {
+        "size": size,
+        "nodes": [{"name": n, "x": pos[n][0], "y": pos[n][1]} for n in names],
+        "links": links,
+        "shape": str((detail or {}).get("shape", "")),
     }

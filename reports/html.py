@@ -271,6 +271,7 @@ def render_report(run: RunData, plotly_src: str) -> str:
         "files": [
             f for f in ("history.jsonl", "results.json", "test.json") if (run.run_dir / f).is_file()
         ],
+        "partition_drawing": figures.partition_drawing,
         "plotly_src": plotly_src,
         "css": static_text("report.css"),
         "js": static_text("report.js"),

@@ -94,7 +94,8 @@ def violations() -> list[Ev]:
     ev += op(2500, 2503, 0, "write", {"key": "k", "value": 3, "token": 3, "lock": "L"})
     ev += op(2510, 2512, 0, "release", {"lock": "L", "token": 3}, "fail", error="not-owner")
     M = {"lock": "M", "lease_ms": 1000}
-    ev += op(3000, 3001, "nemesis", "start-partition", {"cut": ["n1"]})
+    ev += op(3000, 3001, "nemesis", "start-partition", {}, done={
+        "shape": "one-node", "grudge": {"n1": ["c3", "n2"], "n2": ["n1"], "c3": ["n1"]}})
     ev += op(3100, 3105, 2, "acquire", M, done={"token": 7})
     ev += op(3110, 3113, 2, "release", {"lock": "M", "token": 7})
     ev += op(3200, 3205, 3, "acquire", M, done={"token": 5})
@@ -107,7 +108,7 @@ def violations() -> list[Ev]:
     ev += op(3630, 3632, 4, "write", {"key": "j", "value": 1, "token": 1, "lock": "L"}, "fail",
              error="stale-token")
     ev += op(3640, 3700, 4, "release", {"lock": "L", "token": 9}, "info", error="timeout")
-    ev += op(3700, 3701, "nemesis", "stop-partition", {"cut": ["n1"]})
+    ev += op(3700, 3701, "nemesis", "stop-partition", None, done={"healed": True})
     return ev
 
 
