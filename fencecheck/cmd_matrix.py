@@ -18,7 +18,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fencecheck.matrix import MatrixError, MatrixOutcome, Row, RunRecord, load_matrix, run_matrix
+from fencecheck.matrix import (
+    EXPECTED_VERDICT,
+    MatrixError,
+    MatrixOutcome,
+    Row,
+    RunRecord,
+    load_matrix,
+    run_matrix,
+)
 
 BAD_INPUT = 3
 out = Console(highlight=False)
@@ -34,8 +42,8 @@ def _notify(row: Row, seed: int, rec: RunRecord | None) -> None:
     if rec is None:
         out.print(f"[bold]{row.label}[/] seed {seed}: running ({row.expect}) …", soft_wrap=True)
         return
-    want = 1 if row.expect == "must-find" else 0
-    mark = "[green]as expected[/]" if rec.exit_code == want else "[red]NOT as expected[/]"
+    want = EXPECTED_VERDICT[row.expect]
+    mark = "[green]as expected[/]" if rec.verdict == want else "[red]NOT as expected[/]"
     where = f" — {rec.error}" if rec.error else ""
     out.print(f"[bold]{row.label}[/] seed {seed}: {rec.verdict} (exit {rec.exit_code}, "
               f"{rec.duration_s:.1f} s), {mark}{where}", soft_wrap=True)

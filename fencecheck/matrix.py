@@ -37,8 +37,9 @@ from fencecheck.config import ConfigError, RunConfig
 log = logging.getLogger(__name__)
 
 Expect = Literal["must-find", "must-pass"]
-EXPECTED_EXIT: dict[str, int] = {"must-find": 1, "must-pass": 0}
+EXPECTED_VERDICT: dict[str, str] = {"must-find": "invalid", "must-pass": "valid"}
 VERDICT_OF_EXIT: dict[int, str] = {0: "valid", 1: "invalid", 2: "unknown", 3: "error"}
+JUDGED = ("valid", "invalid", "unknown")  # the checker ran: a miss is a failure, not an error
 # Keys a row may not set: the matrix owns them (--store, seeds, the row's name).
 RESERVED = {"store": "set by --store", "seed": "use seeds = [...]"}
 TIMEOUT_SLACK_S = 300.0  # setup, teardown, check and report on top of the time limit
@@ -86,8 +87,8 @@ class Matrix:
 @dataclass(frozen=True, slots=True)
 class RunRecord:
     seed: int
-    exit_code: int
-    verdict: str  # valid, invalid, unknown, error, timeout, interrupted, crashed, not run
+    exit_code: int  # the controller's (0 valid, 1 invalid, 2 unknown, 3 error) or the child's
+    verdict: str  # valid, invalid, unknown, error, timeout, interrupted, crashed
     run_dir: Path | None
     report: Path | None
     duration_s: float
@@ -102,9 +103,11 @@ class RowResult:
 
     @property
     def met(self) -> bool:
-        want = EXPECTED_EXIT[self.row.expect]
+        """Every seed ran and got the expected verdict. By verdict, not exit code: a child that
+        crashed with a traceback exits 1 too, and must not pass for "violations found"."""
+        want = EXPECTED_VERDICT[self.row.expect]
         return len(self.runs) == len(self.row.seeds) and all(
-            r.exit_code == want for r in self.runs
+            r.verdict == want for r in self.runs
         )
 
 
@@ -281,13 +284,14 @@ def _stop_child(proc: subprocess.Popen[bytes], run_dir: Path | None) -> None:
         subprocess.run(argv, capture_output=True, timeout=300, check=False)
 
 
-def _verdict(code: int, timed_out: bool) -> str:
+def _verdict(code: int, timed_out: bool, reported: bool) -> str:
+    """reported: the child wrote its result file (the controller finished, or refused)."""
     if timed_out:
         return "timeout"
-    if code in VERDICT_OF_EXIT:
-        return VERDICT_OF_EXIT[code]
     if code > 128 or code < 0:
         return "interrupted"
+    if reported and code in VERDICT_OF_EXIT:
+        return VERDICT_OF_EXIT[code]
     return "crashed"
 
 
@@ -316,10 +320,11 @@ def _run_one(cfg: RunConfig, timeout_s: float, logs: Path, sig: _Signals) -> Run
         finally:
             sig.child = None
     duration = time.monotonic() - start
-    code = proc.returncode
+    code: int = proc.returncode if proc.returncode is not None else -signal.SIGKILL
     result: dict[str, Any] = {}
     if result_path.is_file():
         result = json.loads(result_path.read_text())
+        code = int(result["exit_code"])
     run_dir = Path(result["run_dir"]) if result.get("run_dir") else None
     if run_dir is None:
         new = sorted(_run_dirs(cfg.store, cfg.test_name) - before)
@@ -327,11 +332,12 @@ def _run_one(cfg: RunConfig, timeout_s: float, logs: Path, sig: _Signals) -> Run
     if timed_out:
         code = -signal.SIGTERM
     error = result.get("error")
-    if error is None and code not in (0, 1, 2):
-        error = f"exit code {code}; see {log_path}"
+    verdict = _verdict(code, timed_out, bool(result))
+    if error is None and verdict not in JUDGED:
+        error = f"{verdict} (exit code {code}); see {log_path}"
     report = run_dir / "report.html" if run_dir and (run_dir / "report.html").is_file() else None
-    return RunRecord(cfg.seed, code, _verdict(code, timed_out), run_dir, report,
-                     round(duration, 3), error, log_path)
+    return RunRecord(cfg.seed, code, verdict, run_dir, report, round(duration, 3), error,
+                     log_path)
 
 
 def run_matrix(matrix: Matrix, out_dir: Path, junit: Path | None = None,
@@ -442,7 +448,7 @@ def write_junit(results: Sequence[RowResult], path: Path, suite: str) -> None:
     tests = failures = errors = 0
     total = 0.0
     for rr in results:
-        want = EXPECTED_EXIT[rr.row.expect]
+        want = EXPECTED_VERDICT[rr.row.expect]
         made = {r.seed: r for r in rr.runs}
         for seed in rr.row.seeds:
             tests += 1
@@ -457,13 +463,13 @@ def write_junit(results: Sequence[RowResult], path: Path, suite: str) -> None:
             total += rec.duration_s
             where = f"report: {rec.report or rec.run_dir or rec.log}"
             kinds = _violation_kinds(rec.run_dir)
-            if rec.exit_code == want:
+            if rec.verdict == want:
                 pass
-            elif rec.exit_code in (0, 1, 2):
+            elif rec.verdict in JUDGED:
                 failures += 1
                 f = ET.SubElement(case, "failure", type=rec.verdict, message=(
                     f"row {rr.row.label} MISSED {rr.row.expect}: seed {seed} was {rec.verdict} "
-                    f"(exit {rec.exit_code}, expected {want})"))
+                    f"(exit {rec.exit_code}), expected {want}"))
                 f.text = f"{where}\nviolations: {kinds or 'none'}"
             else:
                 errors += 1

@@ -153,7 +153,8 @@ def _row(label: str, expect: str, seeds: tuple[int, ...]) -> Row:
 
 
 def _rec(seed: int, code: int, verdict: str) -> RunRecord:
-    return RunRecord(seed, code, verdict, None, None, 1.5, None if code < 3 else "boom")
+    judged = verdict in ("valid", "invalid", "unknown")
+    return RunRecord(seed, code, verdict, None, None, 1.5, None if judged else "boom")
 
 
 def test_junit_and_exit_code_follow_expectations(tmp_path: Path) -> None:
@@ -163,10 +164,13 @@ def test_junit_and_exit_code_follow_expectations(tmp_path: Path) -> None:
         RowResult(_row("passes", "must-pass", (0,)), (_rec(0, 0, "valid"),)),
         RowResult(_row("wrong", "must-pass", (0,)), (_rec(0, 1, "invalid"),)),
         RowResult(_row("broken", "must-find", (0, 1)), (_rec(0, 3, "error"),)),  # seed 1 not run
+        # A traceback exits 1 as well: it must not pass for "violations found".
+        RowResult(_row("crashed", "must-find", (0,)), (_rec(0, 1, "crashed"),)),
     )
-    assert [r.met for r in results] == [True, True, False, False]
+    assert [r.met for r in results] == [True, True, False, False, False]
     outcome = MatrixOutcome(results, tmp_path, None, None, None, None)
-    assert outcome.exit_code == 1 and [r.row.label for r in outcome.missed] == ["wrong", "broken"]
+    assert outcome.exit_code == 1
+    assert [r.row.label for r in outcome.missed] == ["wrong", "broken", "crashed"]
     assert MatrixOutcome(results[:2], tmp_path, None, None, None, None).exit_code == 0
     assert MatrixOutcome(results[:2], tmp_path, None, None, None, 2).exit_code == 130
 
@@ -174,7 +178,7 @@ def test_junit_and_exit_code_follow_expectations(tmp_path: Path) -> None:
     write_junit(results, path, "nightly")
     suite = ET.parse(path).getroot().find("testsuite")
     assert suite is not None
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("6", "1", "2")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("7", "1", "3")
     cases = {(c.get("classname"), c.get("name")): c for c in suite.iter("testcase")}
     assert cases[("finds", "seed 1")].find("failure") is None  # found, as it must
     failure = cases[("wrong", "seed 0")].find("failure")
@@ -182,6 +186,8 @@ def test_junit_and_exit_code_follow_expectations(tmp_path: Path) -> None:
     assert cases[("broken", "seed 0")].find("error") is not None
     not_run = cases[("broken", "seed 1")].find("error")
     assert not_run is not None and not_run.get("type") == "not-run"
+    crashed = cases[("crashed", "seed 0")].find("error")
+    assert crashed is not None and crashed.get("type") == "crashed"
 
 
 # ---- end to end -------------------------------------------------------------------------------
