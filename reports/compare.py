@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd
+from markupsafe import Markup
 
 from checker.base import NEMESIS
 from reports.html import env, static_text, write_atomic, write_report
@@ -151,8 +152,13 @@ def _rel(target: Path, start: Path) -> str:
     return Path(os.path.relpath(target, start)).as_posix()
 
 
-def compare(paths: Sequence[Path], out_dir: Path) -> tuple[Path, Path]:
-    """Write out_dir/compare.html and out_dir/compare.csv for every run found in paths."""
+def compare(
+    paths: Sequence[Path], out_dir: Path, *, preamble_html: str = ""
+) -> tuple[Path, Path]:
+    """Write out_dir/compare.html and out_dir/compare.csv for every run found in paths.
+
+    preamble_html, trusted markup the caller has escaped (e.g. a matrix's expectations), goes at
+    the top of the page."""
     run_dirs = find_runs(paths)
     if not run_dirs:
         where = ", ".join(map(str, paths))
@@ -173,7 +179,7 @@ def compare(paths: Sequence[Path], out_dir: Path) -> tuple[Path, Path]:
     ]
     write_atomic(csv_path, table.to_csv(index=False, float_format="%.6g"))
     html_path = out_dir / "compare.html"
-    write_atomic(html_path, _render(rows, m, out_dir))
+    write_atomic(html_path, _render(rows, m, out_dir, preamble_html))
     log.info("wrote %s and %s", html_path, csv_path)
     return html_path, csv_path
 
@@ -182,7 +188,9 @@ def _fmt_num(x: Any, spec: str) -> str:
     return "–" if x is None or (isinstance(x, float) and x != x) else format(x, spec)
 
 
-def _render(rows: Sequence[RunSummary], m: pd.DataFrame, out_dir: Path) -> str:
+def _render(
+    rows: Sequence[RunSummary], m: pd.DataFrame, out_dir: Path, preamble_html: str = ""
+) -> str:
     kinds = [c for c in m.columns if c not in (
         "runs", "verdict", "invalid_runs", "ok_frac", "p50_ms", "p99_ms", "first_violation_s"
     )]
@@ -231,5 +239,6 @@ def _render(rows: Sequence[RunSummary], m: pd.DataFrame, out_dir: Path) -> str:
         nemeses=nemeses,
         grid=sorted(grid.items()),
         n_runs=len(rows),
+        preamble=Markup(preamble_html),
         css=static_text("report.css"),
     )

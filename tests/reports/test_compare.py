@@ -65,6 +65,12 @@ def test_compare_writes_matrix_csv_and_html_linking_reports(store: Path, tmp_pat
     assert "<svg onload" not in page and "&lt;svg onload" in page
 
 
+def test_compare_takes_a_trusted_preamble(store: Path, tmp_path: Path) -> None:
+    html_path, _ = compare([store], tmp_path / "out", preamble_html='<section id="pre">x</section>')
+    page = html_path.read_text()
+    assert page.index('<section id="pre">x</section>') < page.index('<section id="grid">')
+
+
 def test_compare_groups_runs_of_one_configuration(store: Path, tmp_path: Path) -> None:
     import shutil
 
