@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 import pandas as pd
 from markupsafe import Markup
@@ -152,6 +153,11 @@ def _rel(target: Path, start: Path) -> str:
     return Path(os.path.relpath(target, start)).as_posix()
 
 
+def _href(target: Path, start: Path) -> str:
+    """A relative link, percent-encoded: a test named "javascript:x" stays a path."""
+    return quote(_rel(target, start), safe="/")
+
+
 def compare(
     paths: Sequence[Path], out_dir: Path, *, preamble_html: str = ""
 ) -> tuple[Path, Path]:
@@ -201,7 +207,7 @@ def _render(
     def links(key: tuple[str, ...]) -> list[dict[str, str]]:
         return [
             {
-                "href": _rel(r.report or r.run_dir, out_dir),
+                "href": _href(r.report or r.run_dir, out_dir),
                 "label": r.run_dir.name,
                 "verdict": r.verdict,
             }

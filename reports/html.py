@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 
@@ -50,6 +51,9 @@ def env() -> jinja2.Environment:
     )
     # Plain JSON text, escaped like any other text (jinja's own tojson is for <script> only).
     e.filters["json"] = lambda v: json.dumps(v, default=str)
+    # A relative link made from a file name: percent-encoded, so that a name such as
+    # "javascript:x" or "a#b" stays a path.
+    e.filters["urlpath"] = lambda v: quote(str(v), safe="/")
     return e
 
 
@@ -203,6 +207,22 @@ def _checks(results: dict[str, Any] | None) -> list[dict[str, Any]]:
     return rows
 
 
+def _run_files(run: RunData) -> list[str]:
+    """The run directory's own files (history, results, the nemesis log, ...), main ones first."""
+    main = ("history.jsonl", "results.json", "test.json")
+    logs = {p.as_posix() for p in run.logs}
+    others = sorted(
+        p.name
+        for p in run.run_dir.iterdir()
+        if p.is_file()
+        and p.name not in main
+        and p.name not in logs
+        and p.name != "report.html"
+        and not p.name.startswith((".", "plotly-"))
+    )
+    return [f for f in main if (run.run_dir / f).is_file()] + others
+
+
 def _relative(target: Path, start: Path) -> str:
     return Path(os.path.relpath(target, start)).as_posix()
 
@@ -268,9 +288,7 @@ def render_report(run: RunData, plotly_src: str) -> str:
         "seed": _fmt(config.get("seed", test.get("seed", ""))),
         "versions": {k: _fmt(v) for k, v in (versions or {}).items()},
         "logs": [p.as_posix() for p in run.logs],
-        "files": [
-            f for f in ("history.jsonl", "results.json", "test.json") if (run.run_dir / f).is_file()
-        ],
+        "files": _run_files(run),
         "partition_drawing": figures.partition_drawing,
         "plotly_src": plotly_src,
         "css": static_text("report.css"),

@@ -80,6 +80,16 @@ def test_planted_values_are_escaped_in_the_source(tmp_path: Path) -> None:
     assert page.count("</script>") == 3
 
 
+def test_file_names_become_paths_not_urls(tmp_path: Path) -> None:
+    run = copy_run("fenced", tmp_path / "run")
+    (run / "javascript:window.fcPwned=9").write_text("x")
+    (run / "nodes" / "n1" / "a#b?.log").write_text("x")
+    page = write_report(run).read_text()
+    assert 'href="javascript%3Awindow.fcPwned%3D9"' in page
+    assert 'href="nodes/n1/a%23b%3F.log"' in page
+    assert 'href="javascript:' not in page
+
+
 def test_not_a_run_dir_and_a_bad_history_are_report_errors(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match="not a run directory"):
         write_report(tmp_path)
