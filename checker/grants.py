@@ -3,10 +3,11 @@
 A *grant* is an acquire that completed ok. It is surely held from its ok time until the earliest
 of: its process's next release or acquire invoke on that lock (or a release of that lock with its
 token by anyone, as a worker does after its old id was retired by an `info`), and the lease's
-surely-held end, `invoke + lease_ms * (1 - max_drift)` of the acquire or of the last ok renew
-that extended an unbroken chain. The lease cannot have started before the invoke, so until that
-time the service must consider it held; a renewal invoked after the lease may already have lapsed
-does not extend it (there may have been a gap), which keeps the checks silent when unsure.
+surely-held end, `invoke + lease_ms * (1 - max_drift)` of the acquire or of the last ok renew.
+The lease cannot have started before the invoke, so until that time the service must consider it
+held. A renewal that completes ok extends that end; one invoked after the end leaves a gap in
+which the lock may have lapsed (and been held by another), so it does not bridge it: the grant
+is surely held again only from the renewal's ok (a further stretch, in `Grant.segments`).
 
 Also here: small helpers the checks use to explain and cap what they report.
 """
@@ -37,6 +38,13 @@ class Grant:
     end: float  # surely held until (ns); math.inf: nothing in the history ends it
     ended_by: str  # "release", "acquire", "release-by-token", "lease" or "nothing"
     expired_at: float  # the lease surely expired (last ok acquire/renew ok + lease*(1+drift))
+    # further surely-held stretches, after renewals that came too late to bridge the lease:
+    # (start ns, end ns, ended_by); `end`/`ended_by` above are of the first stretch
+    segments: tuple[tuple[int, float, str], ...] = ()
+
+    def held(self) -> list[tuple[int, float, str]]:
+        """Every surely-held stretch (start, end, ended_by), first to last."""
+        return [(self.start, self.end, self.ended_by), *self.segments]
 
     @property
     def ref(self) -> OpRef:
@@ -67,6 +75,8 @@ class _Open:
     lease_ms: float | None
     held_until: float
     expired_at: float
+    seg_start: int = 0  # start of the current stretch
+    stretches: list[tuple[int, float, str]] | None = None  # the stretches closed by a gap
 
 
 def _lease_ns(lease_ms: Any, factor: float) -> float | None:
@@ -98,10 +108,10 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             end, by = at, by
         else:
             end, by = g.held_until, ("lease" if g.held_until < math.inf else "nothing")
-        start = g.acquire.end_time
-        assert start is not None  # only ok acquires open grants
-        done[g.id] = Grant(g.id, g.lock, g.process, g.acquire, g.token, start, end, by,
-                           g.expired_at)
+        last = (g.seg_start, end, by)
+        first, *rest = [*g.stretches, last] if g.stretches else [last]
+        done[g.id] = Grant(g.id, g.lock, g.process, g.acquire, g.token, first[0], first[1],
+                           first[2], g.expired_at, tuple(rest))
         if g.token is not None and open_token.get((g.lock, g.token)) is g:
             del open_token[(g.lock, g.token)]
 
@@ -156,7 +166,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 g = _Open(len(done), lock, p, op, _token(op),
                           lease if isinstance(lease, int | float) else None,
                           math.inf if held is None else op.time + held,
-                          math.inf if expire is None else op.end_time + expire)
+                          math.inf if expire is None else op.end_time + expire, op.end_time)
                 done.append(None)
                 open_pl[key] = g
                 last_pl[key] = g.id
@@ -172,9 +182,16 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             expire = _lease_ns(lease, long)
             if held is None or expire is None:
                 continue
+            assert op.end_time is not None
             if op.time <= cur.held_until:
                 cur.held_until = max(cur.held_until, op.time + held)
-            assert op.end_time is not None
+            elif op.end_time < op.time + held:
+                # too late to bridge: a new stretch from the renewal's ok
+                if cur.stretches is None:
+                    cur.stretches = []
+                cur.stretches.append((cur.seg_start, cur.held_until, "lease"))
+                cur.seg_start = op.end_time
+                cur.held_until = op.time + held
             cur.expired_at = max(cur.expired_at, op.end_time + expire)
     for g in list(open_pl.values()):
         close(g, math.inf, "nothing")

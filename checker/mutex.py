@@ -1,8 +1,8 @@
 """The `mutex` check: no two grants of one lock surely held at the same time (`double-grant`).
 
-Per lock, the grants' surely-held intervals (see checker.grants) are swept in start order while
-remembering the one that reaches furthest; a grant that starts before that one ends overlaps it.
-Intervals are half-open: a grant starting exactly when another ends is fine.
+Per lock, the grants' surely-held stretches (see checker.grants) are swept in start order while
+remembering the one that reaches furthest; a stretch that starts before that one ends overlaps
+it. Stretches are half-open: a grant starting exactly when another ends is fine.
 """
 
 from __future__ import annotations
@@ -12,40 +12,51 @@ from collections.abc import Sequence
 from checker.base import CheckResult, Op
 from checker.grants import Collector, Grant, GrantTable, build_grants, seconds, tok, who
 
+_Stretch = tuple[int, float, str, Grant]  # start, end, ended_by, grant
 
-def _ending(g: Grant) -> str:
-    if g.ended_by == "lease":
-        return f"until {seconds(g.end)}, when its lease could first have run out"
-    if g.ended_by == "nothing":
+
+def _ending(s: _Stretch) -> str:
+    start, end, by, g = s
+    if start != g.start:
+        rest = _ending((g.start, end, by, g))
+        return f"again from {seconds(start)}, after a late renewal, {rest}"
+    if by == "lease":
+        return f"until {seconds(end)}, when its lease could first have run out"
+    if by == "nothing":
         return "and nothing in the history ends it (no release, no lease)"
-    if g.ended_by == "release-by-token":
-        return f"until {seconds(g.end)}, when a release with its token was invoked"
-    return f"until {seconds(g.end)}, when {who(g.process)} invoked its next {g.ended_by}"
+    if by == "release-by-token":
+        return f"until {seconds(end)}, when a release with its token was invoked"
+    return f"until {seconds(end)}, when {who(g.process)} invoked its next {by}"
 
 
 def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
           grants: GrantTable | None = None) -> CheckResult:
     """Find `double-grant`s. Pass `grants` to reuse a table built with the same max_drift."""
     table = grants if grants is not None else build_grants(ops, max_drift=max_drift)
-    by_lock: dict[str, list[Grant]] = {}
+    by_lock: dict[str, list[_Stretch]] = {}
     for g in table.grants:
-        if g.start < g.end:
-            by_lock.setdefault(g.lock, []).append(g)
+        for start, end, by in g.held():
+            if start < end:
+                by_lock.setdefault(g.lock, []).append((start, end, by, g))
     found = Collector()
-    for lock, gs in by_lock.items():
-        gs.sort(key=lambda g: g.start)
-        reach: Grant | None = None
-        for g in gs:
-            if reach is not None and g.start < reach.end:
+    for lock, stretches in by_lock.items():
+        stretches.sort(key=lambda s: s[0])
+        reach: _Stretch | None = None
+        for s in stretches:
+            start, end, _, g = s
+            if reach is not None and start < reach[1] and reach[3] is not g:
+                r = reach[3]
+                again = ("" if start == g.start
+                         else f" (held again after a late renewal at {seconds(start)})")
                 found.add(
-                    g.start, "double-grant",
+                    start, "double-grant",
                     f'{who(g.process)} was granted lock "{lock}" ({tok(g.token)}) at '
-                    f"{seconds(g.start)} while {who(reach.process)}'s grant ({tok(reach.token)}) "
-                    f"from {seconds(reach.start)} was surely held {_ending(reach)}",
-                    (reach.ref, g.ref), lock=lock,
+                    f"{seconds(g.start)}{again} while {who(r.process)}'s grant ({tok(r.token)}) "
+                    f"from {seconds(r.start)} was surely held {_ending(reach)}",
+                    (r.ref, g.ref), lock=lock,
                 )
-            if reach is None or g.end > reach.end:
-                reach = g
+            if reach is None or end > reach[1]:
+                reach = s
     details = found.details()
     details["grants"] = len(table.grants)
     details["max_drift"] = table.max_drift

@@ -56,9 +56,9 @@ def test_sweeps_match_brute_force(ops: list[Op]) -> None:
     table = build_grants(ops)
     grants = table.grants
     # mutex: any two grants of one lock whose surely-held intervals overlap
-    double = any(g.lock == h.lock and max(g.start, h.start) < min(g.end, h.end)
-                 and g.start < g.end and h.start < h.end
-                 for g, h in itertools.combinations(grants, 2))
+    double = any(g.lock == h.lock and max(s1, s2) < min(e1, e2)
+                 for g, h in itertools.combinations(grants, 2)
+                 for s1, e1, _ in g.held() for s2, e2, _ in h.held())
     assert (mutex(ops, grants=table).valid is False) == double
     # token-regression
     regress = any(g1.lock == g2.lock and g1.token is not None and g2.token is not None

@@ -51,7 +51,12 @@ def test_renewal_extends_only_when_ok_and_in_time() -> None:
     assert info.end == 990 * MS
     late = _only(_ops(_acq(0, 0, 10), (0, "renew", "ok", 995, 1000, renew)))
     assert late.end == 990 * MS  # may have lapsed in between: not surely held after 0.99 s
-    assert late.expired_at == 1000 * MS + 1010 * MS  # but surely expired only after the renewal
+    assert late.segments == ((1000 * MS, 995 * MS + 990 * MS, "lease"),)  # held again from ok
+    assert late.expired_at == 1000 * MS + 1010 * MS  # surely expired only after the renewal
+    released = _only(_ops(_acq(0, 0, 10), (0, "renew", "ok", 995, 1000, renew),
+                          (0, "renew", "ok", 1500, 1510, renew),
+                          (0, "release", "ok", 1600, 1610, {"lock": "l", "token": 1})))
+    assert released.held() == [(10 * MS, 990 * MS, "lease"), (1000 * MS, 1600 * MS, "release")]
     chain = _only(_ops(_acq(0, 0, 10), (0, "renew", "ok", 900, 950, renew),
                        (0, "renew", "ok", 1800, 1850, renew)))
     assert chain.end == 1800 * MS + 990 * MS
