@@ -2,8 +2,10 @@
 
 `/` lists the runs newest first, coloured by verdict; every other path is a file or directory of
 the store (reports, logs, the shared plotly JS). A report missing from a run that has a history is
-written on first request. Any path that would leave the store is refused: `..` or `.` segments,
-empty segments (`//etc/passwd`), backslashes and NUL (403), and symlinks resolving outside (403);
+written on first request. Only report.html and compare.html are served as HTML; any other file
+a node left (.html, .svg, logs) is text. Any path that would leave the store is refused: `..` or
+`.` segments, empty segments (`//etc/passwd`), backslashes and NUL (403), and symlinks resolving
+outside (403);
 a request target that is not a plain path (absolute-form `http://…`, `*`) gets 400. Percent-escapes
 are decoded exactly once, so `%2e%2e` is `..` (refused) and `%252e` a literal `%2e` (not found).
 Binds 127.0.0.1 unless told otherwise.
@@ -28,15 +30,15 @@ from reports.rundata import ReportError, find_runs, load_run
 log = logging.getLogger(__name__)
 
 TEXT_TYPES = {
-    ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
     ".json": "application/json",
     ".csv": "text/csv; charset=utf-8",
-    ".xml": "application/xml",
     ".png": "image/png",
-    ".svg": "image/svg+xml",
 }
+# Only pages fencecheck writes are served as HTML; any other .html (or .svg, .xml) a node left
+# in its directory is shown as text, so it cannot run script in the viewer's origin.
+PAGES = frozenset(("report.html", "compare.html"))
 # Pages may run their own inline script (reports do) but may reach nothing outside this server.
 CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; "
@@ -86,11 +88,13 @@ def _url(store: Path, path: Path) -> str:
 
 
 def _content_type(path: Path) -> str:
+    if path.name in PAGES:
+        return "text/html; charset=utf-8"
     suffix = path.suffix.lower()
     if suffix in TEXT_TYPES:
         return TEXT_TYPES[suffix]
     guessed, _ = mimetypes.guess_type(path.name)
-    if guessed and guessed.startswith("image/") and guessed != "image/svg+xml":
+    if guessed in ("image/png", "image/jpeg", "image/gif"):
         return guessed
     # Logs, histories and anything unknown are shown as text, never interpreted as a page.
     return "text/plain; charset=utf-8"

@@ -78,6 +78,15 @@ def test_opens_a_report_written_on_demand_and_logs_as_text(server: StoreServer) 
     assert get(server, "/redis-unfenced-pause/20261129T230000/nodes")[0] == 301
 
 
+def test_only_fencecheck_pages_are_served_as_html(server: StoreServer, store: Path) -> None:
+    node = store / "planted" / "20261129T231000" / "nodes" / "n1"
+    (node / "evil.html").write_text("<script>alert(1)</script>")
+    (node / "evil.svg").write_text("<svg onload=alert(1)>")
+    for name in ("evil.html", "evil.svg"):
+        status, ctype, _ = get(server, f"/planted/20261129T231000/nodes/n1/{name}")
+        assert (status, ctype) == (200, "text/plain; charset=utf-8")
+
+
 @pytest.mark.parametrize(
     ("target", "status"),
     [
