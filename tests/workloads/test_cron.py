@@ -5,6 +5,8 @@ execution, deduplicated by an idempotent store, refused by a fenced one."""
 
 from __future__ import annotations
 
+import dataclasses
+import signal
 import threading
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ from workloads.eventlog import EventLog
 from workloads.registry import make_client
 from workloads.store import StoreResource, StoreState
 from workloads.worker import WorkerConfig
+from workloads.worker import main as worker_main
 
 
 def cron_config(tmp_path: Path, worker: int, redis: Server, store: Server, t0: int,
@@ -67,24 +70,40 @@ def test_store_once_writes_and_the_record() -> None:
     assert s.handle({**rd, "token": 3})["value"] == 3
 
 
+class PlainResource:
+    """A resource without the store's record and once-writes."""
+
+    name = "plain"
+
+    def __init__(self, options: Any = None) -> None:
+        pass
+
+    def read(self, key: str, token: int | None, lock: str) -> int | None:
+        return None
+
+    def write(self, key: str, value: int, token: int | None, lock: str) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
 def test_cron_needs_the_store(tmp_path: Path, start_redis: StartServer,
                               start_store: StartServer) -> None:
     cfg = cron_config(tmp_path, 0, start_redis(), start_store(), time.monotonic_ns())
-
-    class Plain:
-        name = "plain"
-
-        def read(self, key: str, token: int | None, lock: str) -> int | None:
-            return None
-
-        def write(self, key: str, value: int, token: int | None, lock: str) -> None:
-            return None
-
-        def close(self) -> None:
-            return None
-
     with EventLog(cfg.log, cfg.t0_ns) as events, pytest.raises(WorkloadError, match="store"):
-        CronWorker(cfg, None, Plain(), events)
+        CronWorker(cfg, None, PlainResource(), events)
+    # the worker process says so and exits 3 (a bad configuration), before any operation
+    plain = dataclasses.replace(cfg, resource=f"{__name__}:PlainResource",
+                                log=str(tmp_path / "plain.jsonl"))
+    plain.dump(tmp_path / "plain.json")
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert worker_main([str(tmp_path / "plain.json")]) == 3
+    finally:  # main installs its own handlers: give pytest its own back
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert not (tmp_path / "plain.jsonl").exists() or not (tmp_path / "plain.jsonl").read_text()
 
 
 @pytest.mark.parametrize("idempotent", [False, True])

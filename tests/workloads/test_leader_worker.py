@@ -9,10 +9,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from checker.analyze import analyze
 from checker.history import load_ops
 from fencecheck.merge import merge_logs
 from tests.workloads.conftest import StartServer
+from workloads.base import WorkloadError
 from workloads.eventlog import EventLog
 from workloads.leader_clients import LEADER_LOCK, LeaderWorker
 from workloads.registry import make_client
@@ -85,3 +88,16 @@ def test_two_candidates_take_turns_in_office(tmp_path: Path, start_redis: StartS
     check = StoreResource({"address": store.address, "op_timeout_s": 1.0})
     assert check.read(LEADER_LOCK, None, "") == len(writes)
     check.close()
+
+
+def test_config_workload_fields_default_for_older_configs(tmp_path: Path) -> None:
+    cfg = leader_config(tmp_path, 0, "127.0.0.1:1", "127.0.0.1:1", 0)
+    data = cfg.to_json()
+    assert data["workload"] == "leader" and data["idempotent"] is False
+    old = {k: v for k, v in data.items() if k not in ("workload", "idempotent")}
+    loaded = WorkerConfig.from_json(old)
+    assert loaded.workload == "lock" and loaded.idempotent is False
+    with pytest.raises(WorkloadError, match="workload"):
+        WorkerConfig.from_json({**data, "workload": "batch"})
+    with pytest.raises(WorkloadError, match="missing"):
+        WorkerConfig.from_json({k: v for k, v in old.items() if k != "seed"})
