@@ -137,6 +137,9 @@ def test_pair_raises_with_position(tmp_path: Path) -> None:
     events = [Event(0, 0, 0, "invoke", "acquire", None), Event(1, 1, 0, "ok", "release", None)]
     with pytest.raises(HistoryError, match=r"^imported:2: ok completion has f"):
         pair(events, "imported")
+    odd = [Event(0, 0, 0, "invoke", "read", None), Event(1, 1, 0, "done", "read", None)]  # type: ignore[arg-type]
+    with pytest.raises(HistoryError, match=r'^imported:2: type "done" is not one of'):
+        pair(odd, "imported")
 
 
 def test_whitespace_around_a_line_and_crlf_are_fine(tmp_path: Path) -> None:
