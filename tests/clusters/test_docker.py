@@ -39,12 +39,17 @@ def docker_or_skip() -> Any:
     return client
 
 
-@pytest.fixture(scope="session")
-def node_image() -> str:
+def ensure_node_image() -> str:
+    """The node image's tag, built if missing; skips the test where dockerd is not running."""
     client = docker_or_skip()
     from clusters.image import ensure_image
 
     return ensure_image(client)
+
+
+@pytest.fixture(scope="session")
+def node_image() -> str:
+    return ensure_node_image()
 
 
 def free_subnet() -> str:
