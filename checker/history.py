@@ -175,7 +175,8 @@ def pair(events: Iterable[Event], source: str = "<history>") -> list[Op]:
     pairer = _Pairer(source)
     for line, e in enumerate(events, 1):
         if e.type not in EVENT_TYPES:
-            raise HistoryError(source, line, f"type {_describe(e.type)} is not one of {_TYPES_TEXT}")
+            what = f"type {_describe(e.type)} is not one of {_TYPES_TEXT}"
+            raise HistoryError(source, line, what)
         if e.type == "invoke":
             pairer.invoke(line, e.process, e.index, e.time, e.f, e.value)
         else:
