@@ -12,7 +12,8 @@ fi
 
 pkgs=(python3 python3-venv python3-dev gcc libc6-dev iproute2 iptables procps psmisc
       redis-server redis-sentinel etcd-server etcd-client zookeeper default-jre-headless
-      openssh-server postgresql ${FC_SETUP_EXTRA:-})
+      openssh-server postgresql chromium chromium-driver docker.io debootstrap
+      ${FC_SETUP_EXTRA:-})
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
