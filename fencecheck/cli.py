@@ -46,9 +46,10 @@ def _verdict_text(valid: Any) -> str:
 def print_summary(results: Results, console: Console = out) -> None:
     console.print(_verdict_text(results.valid))
     for name, check in results.checks.items():
-        mark = ("[green]ok[/]" if check.valid is True
-                else "[red]violated[/]" if check.valid is False else "[yellow]?[/]")
-        note = f" (skipped: {check.skipped})" if check.skipped else ""
+        mark = ("[dim]skipped[/]" if check.skipped and check.valid is True
+                else "[green]ok[/]" if check.valid is True
+                else "[red]violated[/]" if check.valid is False else "[yellow]unknown[/]")
+        note = f": {check.skipped}" if check.skipped else ""
         count = check.details.get("count", len(check.violations))
         extra = f" — {count} violation(s)" if check.violations else ""
         console.print(f"  {name:<13} {mark}{extra}{note}")
@@ -88,17 +89,19 @@ def check(
     if not path.exists():
         fail(f"{path}: no such file")
     try:
-        if model is not None or (fmt not in (None, "jsonl")):
-            formats = importlib.import_module("checker.formats")
-            ops = formats.load_any(path, fmt)
-        else:
-            from checker.history import load_ops
+        from checker.formats import load_any
 
-            ops = load_ops(path)
+        ops = load_any(path, fmt)
         results = analyze(ops, max_drift=max_drift)
+        if model is None and _leaseless_locks(ops):
+            # Without leases the lease-aware checks cannot judge a lock; the model check can.
+            model = "mutex"
+            err.print("note: the locks have no leases: also checking them against the mutex "
+                      "model (--model to choose another)")
         if model is not None:
-            linear = importlib.import_module("checker.linear")
-            res = linear.check_linearizable(ops, model, time_limit)
+            from checker.linear import check_linearizable
+
+            res = check_linearizable(ops, model, time_limit)
             results.checks["linearizable"] = res
             results.valid = combine(list(results.checks.values()))
     except CheckerError as e:
@@ -119,6 +122,11 @@ def check(
     else:
         print_summary(results)
     raise typer.Exit(results.exit_code)
+
+
+def _leaseless_locks(ops: list[Any]) -> bool:
+    acquires = [op for op in ops if op.f == "acquire"]
+    return bool(acquires) and all(op.get("lease_ms") is None for op in acquires)
 
 
 def _pair(value: str | None, option: str) -> tuple[float, float] | None:

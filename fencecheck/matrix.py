@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 import xml.etree.ElementTree as ET
@@ -250,7 +251,10 @@ class _Signals:
             child.send_signal(signum)
 
     def __enter__(self) -> _Signals:
-        self._old = {s: signal.signal(s, self._handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        # Handlers can only be set from the main thread; elsewhere the caller owns signals.
+        if threading.current_thread() is threading.main_thread():
+            self._old = {s: signal.signal(s, self._handler)
+                         for s in (signal.SIGINT, signal.SIGTERM)}
         return self
 
     def __exit__(self, *_exc: object) -> None:
