@@ -54,6 +54,8 @@ class SimConfig:
     p_info: float = 0.02  # chance an operation's outcome is unknown (then it may take effect)
     events: int = 200  # stop invoking new operations once this many events exist
     cut: bool = False  # stop dead at `events`, leaving operations in flight (no final read)
+    acquire_timeout_ms: int = 0  # > 0: an acquire waits this long for a held lock, else fails
+    p_slow: float = 0.0  # chance a step of work takes about half a lease (so leases get renewed)
 
 
 class _Sim:
@@ -77,6 +79,8 @@ class _Sim:
         self.cur: list[tuple[str, Json, bool] | None] = [None] * cfg.processes
         self.result: list[tuple[str, Any, str | None]] = [("ok", None, None)] * cfg.processes
         self.reply: list[tuple[str, Any] | None] = [None] * cfg.processes
+        self.invoked_at = [0] * cfg.processes
+        self.complete_at: list[int | None] = [None] * cfg.processes  # others are stale
 
     def emit(self, p: int | str, type_: str, f: str, value: Json | None,
              error: str | None = None) -> None:
@@ -117,6 +121,8 @@ class _Sim:
                 if rng.random() < cfg.p_pause:
                     yield ("pause", rng.randint(1, 3) * (self.lease_ns or 100 * MS), None)
                 yield ("delay", rng.randint(0, 2 * MS), None)
+                if cfg.p_slow and self.lease_ns is not None and rng.random() < cfg.p_slow:
+                    yield ("delay", rng.randint(self.lease_ns // 4, self.lease_ns // 2), None)
                 typ, _got = yield ("op", "write", {"key": key, "value": got["value"] + 1,
                                                    "token": token, "lock": lock})
                 if typ != "ok":
@@ -162,8 +168,23 @@ class _Sim:
             f, v, info = cur
             if not info or rng.random() < 0.5:
                 self.result[w] = self.effect(f, v)
+                timeout = self.cfg.acquire_timeout_ms * MS
+                if f == "acquire" and self.result[w][2] == "held" and timeout:
+                    # a blocking acquire: wait (poll) for the lock until the timeout
+                    retry = self.now + rng.randint(200_000, 2 * MS)
+                    if retry < self.invoked_at[w] + timeout:
+                        self.at(retry, w, "effect")
+                        self.complete_at[w] = None
+                        return
+                    self.result[w] = ("fail", None, "timeout")
+                if self.complete_at[w] is None:
+                    self.complete_at[w] = self.now + rng.randint(50_000, 2 * MS)
+                    self.at(self.complete_at[w], w, "complete")  # type: ignore[arg-type]
             return
         if phase == "complete":
+            if self.now != self.complete_at[w]:
+                return  # superseded: the acquire went on waiting
+            self.complete_at[w] = None
             cur = self.cur[w]
             assert cur is not None
             f, v, info = cur
@@ -203,9 +224,11 @@ class _Sim:
             self.emit(self.pid[w], "invoke", a, b)
             self.cur[w] = (a, b, rng.random() < self.cfg.p_info)
             self.result[w] = ("fail", None, "no-effect")
+            self.invoked_at[w] = self.now
             t_effect = self.now + rng.randint(50_000, 2 * MS)
             self.at(t_effect, w, "effect")
-            self.at(t_effect + rng.randint(50_000, 2 * MS), w, "complete")
+            self.complete_at[w] = t_effect + rng.randint(50_000, 2 * MS)
+            self.at(self.complete_at[w], w, "complete")  # type: ignore[arg-type]
 
     def run(self) -> list[Json]:
         for w in range(self.cfg.processes):
@@ -388,7 +411,8 @@ def main() -> None:
         return
     rng = random.Random(args.seed)
     cfg = SimConfig(processes=args.processes, locks=args.locks, lease_ms=500,
-                    writes_per_section=3, p_pause=0.01, p_info=0.002, events=args.events)
+                    writes_per_section=3, p_pause=0.01, p_info=0.002, events=args.events,
+                    acquire_timeout_ms=1000, p_slow=0.05)
     events = simulate(cfg, rng)
     args.out.mkdir(parents=True, exist_ok=True)
     write_jsonl(args.out / "clean.jsonl", events)

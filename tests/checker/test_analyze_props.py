@@ -29,6 +29,8 @@ configs = st.builds(
     p_info=st.sampled_from([0.0, 0.02, 0.1]),
     events=st.integers(20, 300),
     cut=st.booleans(),
+    acquire_timeout_ms=st.sampled_from([0, 50, 500]),
+    p_slow=st.sampled_from([0.0, 0.2]),
 )
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
