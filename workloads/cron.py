@@ -10,7 +10,8 @@ another runner has done meanwhile; that duplicate is what the workload measures.
 
 With `idempotent` the write asks the store to apply it only once per job (`"once"`, see
 workloads/store.py) and the history records whether it was applied. Only the fenced store has the
-record and the dedup, so the workload needs the "store" resource.
+record and the dedup, so the workload needs the "store" resource. `locks` and
+`writes_per_section` of the config are not used (one lock, as many writes as jobs are due).
 
 History values (checker/jobs.py reads them):
 - acquire/renew/release of lock "cron", as in the lock workload.

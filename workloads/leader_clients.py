@@ -18,7 +18,8 @@ History (so the lock checks apply unchanged, DESIGN.md): a campaign is an `acqui
 "leader" whose ok carries the term as `token`; keeping office is `renew`; resigning is
 `release`; the leader's actions are `read`s and `write`s (read + 1) of the counter key "leader",
 each carrying the term as `token`. Two leaders surely in office at once is then a `double-grant`,
-and an accepted action of a deposed leader a `stale-write-accepted`.
+and an accepted action of a deposed leader a `stale-write-accepted`. `locks` and
+`writes_per_section` of the config are not used (one election; a tenure ends by time).
 """
 
 from __future__ import annotations

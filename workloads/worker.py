@@ -346,7 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         resource = make_resource(config.resource, {**options, **config.resource_options})
         client = None if args.final_read else make_client(
             config.client, {**options, **config.client_options})
-        worker_class = load_class(WORKLOADS[config.workload])
+        # Run as __main__, this module's own Worker, not a second import of workloads.worker.
+        worker_class = (Worker if config.workload == "lock"
+                        else load_class(WORKLOADS[config.workload]))
     except WorkloadError as e:
         log.error("%s", e)
         return 3
