@@ -79,6 +79,8 @@ def check_compatible(cfg: RunConfig) -> None:
             f"bad configuration: client: {cfg.client_name!r} does not drive backend "
             f"{cfg.backend!r} (choose one of {', '.join(known)}, or module:Class)"
         )
+    if cfg.workload == "cron" and cfg.resource != "store":
+        raise ConfigError("bad configuration: resource: the cron workload needs --resource store")
     if cfg.resource == "etcd" and cfg.backend != "etcd":
         raise ConfigError("bad configuration: resource: 'etcd' needs --backend etcd")
     if "clock" in cfg.faults:
