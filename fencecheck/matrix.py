@@ -338,7 +338,7 @@ def _run_one(cfg: RunConfig, timeout_s: float, logs: Path, sig: _Signals) -> Run
     error = result.get("error")
     verdict = _verdict(code, timed_out, bool(result))
     if error is None and verdict not in JUDGED:
-        error = f"{verdict} (exit code {code}); see {log_path}"
+        error = f"see {log_path}"
     report = run_dir / "report.html" if run_dir and (run_dir / "report.html").is_file() else None
     return RunRecord(cfg.seed, code, verdict, run_dir, report, round(duration, 3), error,
                      log_path)
@@ -478,8 +478,8 @@ def write_junit(results: Sequence[RowResult], path: Path, suite: str) -> None:
             else:
                 errors += 1
                 e = ET.SubElement(case, "error", type=rec.verdict, message=(
-                    f"row {rr.row.label} MISSED {rr.row.expect}: seed {seed}: {rec.verdict}"
-                    f" ({rec.error or rec.exit_code})"))
+                    f"row {rr.row.label} MISSED {rr.row.expect}: seed {seed}: {rec.verdict} "
+                    f"(exit {rec.exit_code}): {rec.error}"))
                 e.text = where
             out = ET.SubElement(case, "system-out")
             out.text = f"run directory: {rec.run_dir}\n{where}\nviolations: {kinds or 'none'}"
