@@ -299,9 +299,9 @@ def _verdict(code: int, timed_out: bool, reported: bool) -> str:
     return "crashed"
 
 
-def _run_one(cfg: RunConfig, timeout_s: float, logs: Path, sig: _Signals) -> RunRecord:
+def _run_one(cfg: RunConfig, stem: str, timeout_s: float, logs: Path,
+             sig: _Signals) -> RunRecord:
     logs.mkdir(parents=True, exist_ok=True)
-    stem = f"{cfg.test_name}-seed{cfg.seed}"
     cfg_path, result_path, log_path = (logs / f"{stem}.config.json",
                                        logs / f"{stem}.result.json", logs / f"{stem}.log")
     cfg_path.write_text(cfg.model_dump_json(indent=2) + "\n")
@@ -357,7 +357,8 @@ def run_matrix(matrix: Matrix, out_dir: Path, junit: Path | None = None,
                 if sig.received is not None:
                     break
                 notify(row, seed, None)
-                rec = _run_one(cfg, row.timeout_s, out_dir / "logs", sig)
+                stem = f"{row.index:02d}-{cfg.test_name}-seed{seed}"  # unnamed rows may clash
+                rec = _run_one(cfg, stem, row.timeout_s, out_dir / "logs", sig)
                 runs.append(rec)
                 notify(row, seed, rec)
             results.append(RowResult(row, tuple(runs)))
