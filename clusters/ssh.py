@@ -233,6 +233,7 @@ class SshRuntime:
         self.ledger = SshLedger(store / "ledger.jsonl", run_id)
         self.ledger.hosts = {}
         self._remotes: dict[str, SshRemote] = {}
+        self._done: set[str] = set()  # nodes whose processes and chain teardown removed
 
     def remote(self, node: str) -> SshRemote:
         try:
@@ -306,6 +307,7 @@ class SshRuntime:
         errors: list[str] = []
         records = self.ledger.records()
         chain = chain_name(self.run_id)
+        self._done |= set(self._remotes)
         for node, remote in self._remotes.items():
             pids = [int(r["pid"]) for r in records
                     if r.get("kind") == "remote-process" and r.get("node") == node]
@@ -323,7 +325,11 @@ class SshRuntime:
                 errors.append(f"{node}: {e}")
             remote.close()
         self._remotes.clear()
-        teardown_records(records, errors)
+        # What was handled above over a live connection is done; the rest (a node whose
+        # connection never came up) is only reported by the ledger's undo.
+        left = [r for r in records
+                if not (r.get("kind") == "remote-process" and r.get("node") in self._done)]
+        teardown_records(left, errors)
         if errors:
             raise TeardownError(errors)
         self.ledger.unregister()
