@@ -48,6 +48,39 @@ from clusters.partition import chain_name
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 10.0
+APT_TIMEOUT_S = 600.0
+
+# What a daemon's argv may name -> the Debian packages that provide it (what the services of
+# clusters/ run, and the client tools they poll with). A daemon whose binary or jar is missing
+# on a host gets these installed with apt-get, where the host has it.
+PACKAGES: dict[str, tuple[str, ...]] = {
+    "redis-server": ("redis-server", "redis-tools"),
+    "/usr/bin/redis-server": ("redis-server", "redis-tools"),
+    "redis-sentinel": ("redis-sentinel",),
+    "/usr/bin/redis-sentinel": ("redis-sentinel",),
+    "/usr/bin/etcd": ("etcd-server", "etcd-client"),
+    "/usr/bin/java": ("default-jre-headless",),
+    "/usr/share/java/zookeeper.jar": ("zookeeper",),
+    "/usr/share/java/slf4j-simple.jar": ("libslf4j-java",),
+    "/usr/lib/postgresql/15/bin/postgres": ("postgresql-15",),
+}
+
+
+def wanted_paths(argv: Sequence[str]) -> list[str]:
+    """The known binaries and jars argv names (classpath entries included), in order."""
+    out: list[str] = []
+    for token in argv:
+        for part in token.split(":") if ":" in token and "=" not in token else [token]:
+            if part in PACKAGES and part not in out:
+                out.append(part)
+    return out
+
+
+def packages_for(missing: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for path in missing:
+        out += [p for p in PACKAGES[path] if p not in out]
+    return out
 
 
 class SshLedger(Ledger):
@@ -69,6 +102,7 @@ class SshRemote:
         self.client = client
         self.sudo = sudo
         self._sftp: paramiko.SFTPClient | None = None
+        self._present: set[str] = set()  # paths of PACKAGES known to exist on the host
 
     def _argv(self, argv: Sequence[str]) -> list[str]:
         return ["sudo", "-n", *argv] if self.sudo else list(argv)
@@ -134,6 +168,7 @@ class SshRemote:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> Daemon:
+        self.ensure(wanted_paths(argv))
         envargv = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
         script = ('cd "$1" || exit 1; log=$2; shift 2; mkdir -p "$(dirname "$log")"; '
                   'setsid nohup "$@" </dev/null >>"$log" 2>&1 & echo $!')
@@ -142,6 +177,34 @@ class SshRemote:
         if not out.isdigit():
             raise RemoteError(res, f"could not start daemon {name}: no pid")
         return Daemon(node=self.name, name=name, pid=int(out), log=log)
+
+    def ensure(self, paths: Sequence[str]) -> None:
+        """Lock services are used as found; where a binary or jar is missing, its packages are
+        installed with apt-get (with services kept from starting on install), if the host has
+        apt-get. Else a ClusterError names what is missing."""
+        want = [p for p in paths if p not in self._present]
+        if not want:
+            return
+        probe = 'for p; do [ -e "$p" ] || command -v "$p" >/dev/null || echo "$p"; done'
+        missing = self.run(["sh", "-c", probe, "sh", *want]).stdout.split()
+        self._present.update(p for p in want if p not in missing)
+        if not missing:
+            return
+        pkgs = packages_for(missing)
+        if self.run(["sh", "-c", "command -v apt-get"], check=False).returncode != 0:
+            raise ClusterError(f"{self.name}: {', '.join(missing)} missing and no apt-get: "
+                               f"install {' '.join(pkgs)}")
+        log.warning("%s: installing %s (missing: %s)", self.name, " ".join(pkgs),
+                    ", ".join(missing))
+        # policy-rc.d: the packages' postinst must not start a system-wide server on our ports.
+        script = ('set -e; p=/usr/sbin/policy-rc.d; own=0; '
+                  'if [ ! -e $p ]; then printf "#!/bin/sh\\nexit 101\\n" > $p; '
+                  'chmod +x $p; own=1; fi; '
+                  'trap \'if [ $own = 1 ]; then rm -f $p; fi\' EXIT; '
+                  'export DEBIAN_FRONTEND=noninteractive; apt-get update -q; '
+                  'apt-get install -y -q --no-install-recommends "$@"')
+        self.run(["sh", "-c", script, "sh", *pkgs], timeout_s=APT_TIMEOUT_S)
+        self._present.update(missing)
 
     def signal(self, pid: int, sig: _signal.Signals) -> None:
         res = self.run(["kill", "-s", sig.name.removeprefix("SIG"), str(pid)], check=False)

@@ -21,7 +21,7 @@ import redis
 from clusters.base import ClusterError
 from clusters.ledger import NETNS_DIR, delete_netns, kill_pids
 from clusters.redis import RedisService
-from clusters.ssh import SshRuntime
+from clusters.ssh import SshRemote, SshRuntime, packages_for, wanted_paths
 
 pytestmark = pytest.mark.ssh
 
@@ -285,3 +285,30 @@ def test_redis_runs_unchanged_on_an_ssh_host(sshd2: SshdHosts, run_id: str,
         service.teardown()
         rt.teardown()
     assert (store / "nodes" / "n1" / "redis.log").stat().st_size > 0
+
+
+def test_services_binaries_and_jars_map_to_packages() -> None:
+    zk = ["/usr/bin/java", "-Xmx64m", "-cp", "/conf:/usr/share/java/zookeeper.jar:"
+          "/usr/share/java/slf4j-simple.jar", "Main", "zoo.cfg"]
+    assert wanted_paths(zk) == ["/usr/bin/java", "/usr/share/java/zookeeper.jar",
+                                "/usr/share/java/slf4j-simple.jar"]
+    assert wanted_paths(["redis-server", "/x/redis.conf"]) == ["redis-server"]
+    assert wanted_paths(["/usr/bin/etcd", "--name=n1", "--listen-peer-urls=http://a:1"]) == [
+        "/usr/bin/etcd"]
+    assert packages_for(["/usr/bin/etcd", "redis-server", "/usr/bin/redis-server"]) == [
+        "etcd-server", "etcd-client", "redis-server", "redis-tools"]
+
+
+def test_services_found_on_a_host_are_used_as_found(sshd2: SshdHosts, run_id: str,
+                                                    tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    rt = sshd2.runtime(run_id, tmp_path / "store")
+    try:
+        n1 = rt.setup(["n1"], []).servers["n1"]
+        assert isinstance(n1, SshRemote)
+        with caplog.at_level(logging.WARNING, logger="clusters.ssh"):
+            n1.ensure(["/usr/bin/etcd", "redis-server", "/usr/share/java/zookeeper.jar"])
+        assert not [r for r in caplog.records if "installing" in r.message]
+        assert n1._present == {"/usr/bin/etcd", "redis-server", "/usr/share/java/zookeeper.jar"}
+    finally:
+        rt.teardown()
