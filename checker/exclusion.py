@@ -14,64 +14,59 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from checker.base import CheckResult, Op, op_ref
 from checker.grants import Collector, GrantTable, build_grants, seconds, tok, who
 
 
-@dataclass(slots=True)
-class _W:
-    inv: int
-    ok: int
-    grant: int  # grant id; writes of no known grant get a distinct negative id each
-    op: Op
-
-
-def _check_key(key: str, ws: list[_W], found: Collector) -> None:
-    n = len(ws)  # in invoke order
-    # suffix bests: the write with the smallest ok among ws[i:], and the best of another grant
-    INF = (1 << 63, -1)
-    best1: list[tuple[int, int]] = [INF] * (n + 1)  # (ok, position)
-    best2: list[tuple[int, int]] = [INF] * (n + 1)
+def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: list[int],
+               found: Collector) -> None:
+    """`ws` are the key's accepted writes in invoke order; inv/ok/grant are their invoke and
+    completion times and grant ids (writes of no known grant have distinct negative ids)."""
+    n = len(ws)
+    # suffix bests over ws[i:]: the smallest ok (b1), and the smallest of another grant (b2)
+    big = 1 << 63
+    b1_ok, b1_at = [big] * (n + 1), [-1] * (n + 1)
+    b2_ok, b2_at = [big] * (n + 1), [-1] * (n + 1)
+    c1o, c1a, c2o, c2a = big, -1, big, -1
     for i in range(n - 1, -1, -1):
-        b1, b2 = best1[i + 1], best2[i + 1]
-        cand = (ws[i].ok, i)
-        if cand < b1:
-            if b1[1] >= 0 and ws[b1[1]].grant != ws[i].grant:
-                b2 = b1
-            b1 = cand
-        elif cand < b2 and ws[i].grant != ws[b1[1]].grant:
-            b2 = cand
-        best1[i], best2[i] = b1, b2
-    invokes = [w.inv for w in ws]
-    groups: dict[int, list[int]] = {}
-    for i, w in enumerate(ws):
-        if w.grant >= 0:
-            groups.setdefault(w.grant, []).append(i)
-    for gid, members in groups.items():
-        if len(members) < 2:
+        o = ok[i]
+        if o < c1o:
+            if c1a >= 0 and grant[c1a] != grant[i]:
+                c2o, c2a = c1o, c1a
+            c1o, c1a = o, i
+        elif o < c2o and grant[i] != grant[c1a]:
+            c2o, c2a = o, i
+        b1_ok[i], b1_at[i], b2_ok[i], b2_at[i] = c1o, c1a, c2o, c2a
+    # per grant: its earliest-completing write (a1 candidate) and its last-invoked one
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i in range(n):
+        g = grant[i]
+        if g >= 0:
+            f = first.get(g)
+            if f is None or ok[i] < ok[f]:
+                first[g] = i
+            last[g] = i
+    for g, a1 in first.items():
+        hi = inv[last[g]]
+        pos = bisect_right(inv, ok[a1])
+        b_ok, b = b1_ok[pos], b1_at[pos]
+        if b >= 0 and grant[b] == g:
+            b_ok, b = b2_ok[pos], b2_at[pos]
+        if b < 0 or b_ok >= hi:
             continue
-        a1 = min(members, key=lambda i: ws[i].ok)
-        hi = ws[members[-1]].inv
-        lo = ws[a1].ok
-        pos = bisect_right(invokes, lo)
-        ok, b = best1[pos]
-        if b >= 0 and ws[b].grant == gid:
-            ok, b = best2[pos]
-        if b < 0 or ok >= hi:
-            continue
-        a2 = next(i for i in members if ws[i].inv > ok)
+        a2 = next(i for i in range(bisect_right(inv, b_ok), n) if grant[i] == g)
         wa1, wb, wa2 = ws[a1], ws[b], ws[a2]
-        tk = wa1.op.get("token")
+        tk = wa1.get("token")
         found.add(
-            wa2.inv, "interleaved-writes",
-            f'{who(wa1.op.process)}\'s writes to key "{key}" under one grant of lock '
-            f'"{wa1.op.get("lock")}" ({tok(tk if type(tk) is int else None)}) completed at '
-            f"{seconds(wa1.ok)} and began again at {seconds(wa2.inv)}, and in between "
-            f"{who(wb.op.process)}'s write under another grant was accepted "
-            f"({seconds(wb.inv)} to {seconds(wb.ok)})",
-            (op_ref(wa1.op), op_ref(wb.op), op_ref(wa2.op)), key=key,
+            inv[a2], "interleaved-writes",
+            f'{who(wa1.process)}\'s writes to key "{key}" under one grant of lock '
+            f'"{wa1.get("lock")}" ({tok(tk if type(tk) is int else None)}) completed at '
+            f"{seconds(ok[a1])} and began again at {seconds(inv[a2])}, and in between "
+            f"{who(wb.process)}'s write under another grant was accepted "
+            f"({seconds(inv[b])} to {seconds(b_ok)})",
+            (op_ref(wa1), op_ref(wb), op_ref(wa2)), key=key,
         )
 
 
@@ -80,23 +75,18 @@ def exclusion(ops: Sequence[Op], *, max_drift: float = 0.01,
     """Find `interleaved-writes`."""
     table = grants if grants is not None else build_grants(ops, max_drift=max_drift)
     owner = table.write_grant
-    by_key: dict[str, list[_W]] = {}
-    orphans = 0
-    for key, accepted in table.writes.items():
-        ws = by_key[key] = []
-        for op in accepted:
-            gid = owner.get(op.index)
-            if gid is None:
-                orphans += 1
-                gid = -1 - op.index
-            assert op.end_time is not None  # accepted: completed
-            ws.append(_W(op.time, op.end_time, gid, op))
     found = Collector()
-    for key, ws in by_key.items():
-        _check_key(key, ws, found)
+    orphans = accepted = 0
+    for key, ws in table.writes.items():
+        grant = [owner.get(w.index, -1 - w.index) for w in ws]
+        orphans += sum(1 for g in grant if g < 0)
+        accepted += len(ws)
+        # accepted writes have completed, so end_time is set
+        ok = [w.end_time for w in ws]
+        _check_key(key, ws, [w.time for w in ws], ok, grant, found)  # type: ignore[arg-type]
     details = found.details()
-    details["accepted_writes"] = sum(len(v) for v in by_key.values())
+    details["accepted_writes"] = accepted
     details["writes_without_grant"] = orphans
-    if not by_key:
+    if not accepted:
         return CheckResult("exclusion", True, skipped="no accepted writes", details=details)
     return CheckResult("exclusion", found.count == 0, found.reported(), details=details)

@@ -48,36 +48,42 @@ def _regressions(table: GrantTable, found: Collector) -> tuple[int, int]:
 
 
 def _stale_writes(table: GrantTable, found: Collector) -> tuple[int, int]:
-    by_key: dict[str, list[tuple[int, int, int, Op]]] = {}
-    untokened = 0
+    judged = untokened = 0
     for key, accepted in table.writes.items():
-        tokened = []
-        for op in accepted:
-            t = op.value.get("token") if op.value is not None else None
-            if type(t) is not int or op.end_time is None:
-                untokened += 1
-            else:
-                tokened.append((op.time, op.end_time, t, op))
-        if tokened:
-            by_key[key] = tokened
-    for key, ws in by_key.items():
-        by_ok = sorted(ws, key=lambda w: w[1])
+        ws: list[Op] = []
+        token: list[int] = []
+        for w in accepted:
+            t = w.value.get("token")  # type: ignore[union-attr]  # indexed writes have values
+            if type(t) is int:
+                ws.append(w)
+                token.append(t)
+        untokened += len(accepted) - len(ws)
+        judged += len(ws)
+        if not ws:
+            continue
+        inv = [w.time for w in ws]  # in invoke order
+        ok: list[int] = [w.end_time for w in ws]  # type: ignore[misc]  # accepted: completed
+        by_ok = sorted(range(len(ws)), key=ok.__getitem__)
         j = 0
-        top: tuple[int, int, int, Op] | None = None
-        for inv, end, t, w2 in ws:  # ops come in invoke order
-            while j < len(by_ok) and by_ok[j][1] < inv:
-                if top is None or by_ok[j][2] > top[2]:
-                    top = by_ok[j]
+        top = -1  # position of the highest token among writes completed so far
+        n = len(ws)
+        for i in range(n):
+            t_inv = inv[i]
+            while j < n and ok[by_ok[j]] < t_inv:
+                c = by_ok[j]
+                if top < 0 or token[c] > token[top]:
+                    top = c
                 j += 1
-            if top is not None and t < top[2]:
+            if top >= 0 and token[i] < token[top]:
+                w1, w2 = ws[top], ws[i]
                 found.add(
-                    end, "stale-write-accepted",
-                    f"{who(w2.process)}'s write with token {t} was accepted at {seconds(end)} "
-                    f"although the resource had already accepted token {top[2]} at "
-                    f"{seconds(top[1])} (from {who(top[3].process)})",
-                    (op_ref(top[3]), op_ref(w2)), key=key,
+                    ok[i], "stale-write-accepted",
+                    f"{who(w2.process)}'s write with token {token[i]} was accepted at "
+                    f"{seconds(ok[i])} although the resource had already accepted token "
+                    f"{token[top]} at {seconds(ok[top])} (from {who(w1.process)})",
+                    (op_ref(w1), op_ref(w2)), key=key,
                 )
-    return sum(len(v) for v in by_key.values()), untokened
+    return judged, untokened
 
 
 def fencing(ops: Sequence[Op], *, max_drift: float = 0.01,
