@@ -50,7 +50,9 @@ def test_correct_lock_over_fenced_resource_has_no_violation(cfg: SimConfig,
                                                             rng: random.Random) -> None:
     results = _analyze(simulate(cfg, rng))
     assert _kinds(results) == Counter()
-    assert results.valid is True
+    # unknown only when nothing could be judged (say the only acquire timed out)
+    assert results.valid is True or (
+        results.valid == "unknown" and all(c.skipped for c in results.checks.values()))
 
 
 @SETTINGS
