@@ -2,7 +2,8 @@
 
 Each member listens on its node's address (client port 2379 with the v3 JSON gateway, peer port
 2380), keeps its data dir under `store/nodes/<node>/etcd/` and logs to
-`store/nodes/<node>/etcd.log`. Elections are fast (heartbeat 100 ms, election timeout 1 s) so
+`store/nodes/<node>/etcd.log`; the data dirs are removed on teardown unless `keep_data` (each
+member preallocates 64 MB of WAL). Elections are fast (heartbeat 100 ms, election timeout 1 s) so
 that faults heal within a test. Note the lease floor that follows from these timings: etcd
 raises any lease TTL below 1.5 x election timeout, so TTLs under 2 s become 2 s.
 
@@ -72,8 +73,10 @@ class EtcdService:
         heartbeat_ms: int = 100,
         election_ms: int = 1000,
         ready_timeout_s: float = 30.0,
+        keep_data: bool = False,
         ledger: ProcessLedger | None = None,
     ) -> None:
+        self.keep_data = keep_data
         self.node_count = nodes  # None: as many members as setup is given
         self.env_for = env_for
         self.client_port = client_port
@@ -115,6 +118,10 @@ class EtcdService:
                 del self.daemons[node]
         if errors:
             raise ClusterError("etcd teardown: " + "; ".join(errors))
+        if not self.keep_data and self.store is not None:
+            # Each member preallocates 64 MB of WAL; the logs are the evidence, not the data.
+            for node, remote in self.nodes.items():
+                remote.run(["rm", "-rf", str(self._node_dir(node) / "etcd")], check=False)
 
     # -- Pausable, Killable, LogFiles
 

@@ -1,6 +1,7 @@
 """`PostgresService`: one PostgreSQL 15 server (Debian's) on one node, the `postgres` resource.
 
-The cluster is made with `initdb` in `store/nodes/<node>/postgres/` and run as the `postgres`
+The cluster is made with `initdb` in `store/nodes/<node>/postgres/` (removed on teardown
+unless `keep_data`; the server's log stays) and run as the `postgres`
 user (PostgreSQL refuses to run as root). `setpriv` switches user and execs in place, so the
 daemon's pid is the postmaster itself (`runuser` would stay in between as a parent). The data
 dir's ancestors must therefore be traversable by that user: a store under a 0700 directory
@@ -43,8 +44,10 @@ class PostgresService:
         database: str = "fencecheck",
         trust_cidrs: Sequence[str] | None = None,
         ready_timeout_s: float = 30.0,
+        keep_data: bool = False,
         ledger: ProcessLedger | None = None,
     ) -> None:
+        self.keep_data = keep_data
         self.port = port
         self.database = database
         self.trust_cidrs = list(trust_cidrs) if trust_cidrs is not None else None
@@ -87,6 +90,8 @@ class PostgresService:
             # SIGINT is PostgreSQL's "fast shutdown": the postmaster stops its children first.
             stop_daemon(self.remote, self.daemon, signal.SIGINT, wait_s=10.0)
             self.daemon = None
+        if not self.keep_data and self.remote is not None and self.store is not None:
+            self.remote.run(["rm", "-rf", str(self._dir() / "postgres")], check=False)
 
     def log_files(self) -> dict[str, list[Path]]:
         if self.node is None:

@@ -5,7 +5,8 @@ Debian's zkServer.sh ignores a custom config, so each server is started directly
 names its dependencies (jute, netty, slf4j-api, ...); slf4j-simple is added so that the server
 logs (to stderr, i.e. the node's `zookeeper.log`) instead of falling back to slf4j's no-op.
 
-Config per server under `store/nodes/<node>/zookeeper/`: `zoo.cfg`, `data/myid`. tickTime is
+Config per server under `store/nodes/<node>/zookeeper/`: `zoo.cfg`, `data/myid` (data/ is
+removed on teardown unless `keep_data`). tickTime is
 200 ms so sessions can be short: ZooKeeper negotiates session timeouts into
 [minSessionTimeout, maxSessionTimeout], here [2 ticks = 400 ms, 120 s], so a client's lease is
 granted as asked instead of being silently clamped. The AdminServer is off (it would want port
@@ -58,8 +59,10 @@ class ZookeeperService:
         max_session_ms: int = 120_000,
         heap_mb: int = 256,
         ready_timeout_s: float = 60.0,
+        keep_data: bool = False,
         ledger: ProcessLedger | None = None,
     ) -> None:
+        self.keep_data = keep_data
         self.node_count = nodes  # None: as many members as setup is given
         self.env_for = env_for
         self.client_port = client_port
@@ -105,6 +108,10 @@ class ZookeeperService:
                 del self.daemons[node]
         if errors:
             raise ClusterError("zookeeper teardown: " + "; ".join(errors))
+        if not self.keep_data and self.store is not None:
+            # Transaction logs are preallocated in 64 MB steps; zoo.cfg and the logs stay.
+            for node, remote in self.nodes.items():
+                remote.run(["rm", "-rf", str(self._conf_dir(node) / "data")], check=False)
 
     # -- Pausable, Killable, LogFiles
 

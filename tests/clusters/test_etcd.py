@@ -93,3 +93,5 @@ def test_teardown_is_idempotent_and_leaves_nothing(store_dir: Path) -> None:
         svc.teardown()
     svc.teardown()
     assert not nodes["s1"].alive(pid)
+    ndir = store_dir / "single" / "nodes" / "s1"
+    assert (ndir / "etcd.log").exists() and not (ndir / "etcd").exists()  # 64 MB WAL gone

@@ -47,6 +47,8 @@ def test_teardown_stops_postmaster_and_children(store_dir: Path) -> None:
         svc.teardown()
     svc.teardown()
     assert not node.alive(pid)
+    ndir = store_dir / "second" / "nodes" / "pg"
+    assert (ndir / "postgres.log").exists() and not (ndir / "postgres").exists()
     assert not any(node.alive(int(c)) for c in children)
 
 

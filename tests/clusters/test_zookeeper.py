@@ -98,3 +98,5 @@ def test_teardown_is_idempotent(store_dir: Path) -> None:
         svc.teardown()
     svc.teardown()
     assert not node.alive(pid)
+    conf = store_dir / "single" / "nodes" / "s1" / "zookeeper"
+    assert (conf / "zoo.cfg").exists() and not (conf / "data").exists()
