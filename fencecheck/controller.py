@@ -130,7 +130,7 @@ def _worker_config(cfg: RunConfig, i: int, w: _Worker, copts: dict[str, Any],
         "concurrency": cfg.concurrency,
         "process_base": 0,
         "client": cfg.client_name,
-        "client_options": copts,
+        "client_options": {**copts, "worker": i},  # which endpoint a client tries first
         "resource": cfg.resource,
         "resource_options": ropts,
         "locks": [f"lock-{j}" for j in range(cfg.locks)],
