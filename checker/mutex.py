@@ -60,6 +60,8 @@ def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
     details = found.details()
     details["grants"] = len(table.grants)
     details["max_drift"] = table.max_drift
+    if table.acquires_without_lock:
+        details["acquires_without_lock"] = table.acquires_without_lock
     if not table.grants:
         return CheckResult("mutex", True, skipped="no acquire completed ok", details=details)
     return CheckResult("mutex", found.count == 0, found.reported(), details=details)
