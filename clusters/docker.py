@@ -173,6 +173,14 @@ class DockerRuntime:
             raise ClusterError(f"no node {node!r} in run {self.run_id}") from None
 
     def setup(self, servers: Sequence[str], clients: Sequence[str]) -> Cluster:
+        import docker.errors
+
+        try:
+            return self._setup(servers, clients)
+        except docker.errors.APIError as e:  # e.g. the subnet overlaps another network's
+            raise ClusterError(f"docker: {e.explanation or e}") from None
+
+    def _setup(self, servers: Sequence[str], clients: Sequence[str]) -> Cluster:
         nodes = [*servers, *clients]
         self._validate(nodes)
         from docker.types import IPAMConfig, IPAMPool

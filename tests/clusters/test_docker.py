@@ -218,3 +218,18 @@ def test_the_cleaner_removes_a_crashed_run_from_its_ledger_alone(node_image: str
         assert not n1.alive(d.pid)  # unrecorded, but in the container's network namespace
     finally:
         rt.teardown()
+
+
+def test_an_overlapping_subnet_is_a_clear_error(runtime: Any, node_image: str,
+                                               tmp_path: Path) -> None:
+    from clusters.docker import DockerRuntime
+
+    runtime.setup(["n1"], [])
+    other_id = secrets.token_hex(3)
+    other = DockerRuntime(other_id, tmp_path / "other", str(runtime.net), image=node_image)
+    try:
+        with pytest.raises(ClusterError, match=r"docker: .*overlap"):
+            other.setup(["n1"], [])
+    finally:
+        other.teardown()
+    assert left_by(other_id) == []
