@@ -101,14 +101,7 @@ def test_docker_sigint_mid_run_leaves_nothing(docker_image: str, tmp_path: Path)
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 60
-        events: list[Path] = []
-        while not any(p.stat().st_size for p in events):  # wait for real work, then interrupt
-            assert time.monotonic() < deadline, "no worker event within 60 s"
-            assert proc.poll() is None
-            time.sleep(0.2)
-            events = list(tmp_path.glob("*/*/nodes/c*/events.jsonl"))
-        run_dir = events[0].parents[2]
+        run_dir = _wait_for_events(tmp_path, proc)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     finally:
@@ -117,6 +110,41 @@ def test_docker_sigint_mid_run_leaves_nothing(docker_image: str, tmp_path: Path)
             proc.wait()
     assert left_by(run_id_of(run_dir)) == []
     assert (run_dir / "history.jsonl").exists()
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+def test_docker_killed_controller_is_cleaned_from_its_ledger(docker_image: str,
+                                                             tmp_path: Path) -> None:
+    import clusters.docker  # noqa: F401  (registers the undo of docker records)
+    from clusters.ledger import teardown_run
+
+    proc = subprocess.Popen(
+        fencecheck_argv("run", "--store", str(tmp_path), "--runtime", "docker", "--subnet",
+                        free_subnet(), "--time-limit", "60"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        run_dir = _wait_for_events(tmp_path, proc)
+    finally:
+        proc.kill()  # SIGKILL: no unwinding at all
+        proc.wait()
+    rid = run_id_of(run_dir)
+    assert left_by(rid) != []
+    teardown_run(rid)
+    assert left_by(rid) == []
+
+
+def _wait_for_events(store: Path, proc: subprocess.Popen[bytes]) -> Path:
+    """The run directory, once a worker has recorded an event (the run is doing work)."""
+    deadline = time.monotonic() + 60
+    events: list[Path] = []
+    while not any(p.stat().st_size for p in events):
+        assert time.monotonic() < deadline, "no worker event within 60 s"
+        assert proc.poll() is None
+        time.sleep(0.2)
+        events = list(store.glob("*/*/nodes/c*/events.jsonl"))
+    return events[0].parents[2]
 
 
 # --- ssh --------------------------------------------------------------------------------------
