@@ -17,6 +17,7 @@ from checker.exclusion import exclusion
 from checker.fencing import fencing
 from checker.grants import GrantTable, build_grants
 from checker.history import gc_paused
+from checker.jobs import check_jobs, job_id
 from checker.mutex import mutex
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,8 @@ def _analyze(ops: Sequence[Op], max_drift: float) -> Results:
         "exclusion": _guarded("exclusion", lambda: exclusion(ops, grants=table)),
         "counter": _guarded("counter", lambda: counter(ops, grants=table)),
     }
+    if any(op.f == "write" and job_id(op) is not None for op in ops):
+        checks["jobs"] = _guarded("jobs", lambda: check_jobs(ops))
     st = stats(ops, table)
     firsts = [c.details["first_violation_ns"] for c in checks.values()
               if "first_violation_ns" in c.details]

@@ -130,7 +130,9 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 if gid is not None:
                     write_grant[op.index] = gid
                 rkey = v.get("key")
-                if type(rkey) is str:
+                # A cron job's execution (it carries "job") is judged by the jobs check, which
+                # knows whether duplicates are harmless or deduplicated, not as a counter write.
+                if type(rkey) is str and "job" not in v:
                     kw = writes.get(rkey)
                     if kw is None:
                         writes[rkey] = [op]

@@ -53,6 +53,11 @@ def print_summary(results: Results, console: Console = out) -> None:
         count = check.details.get("count", len(check.violations))
         extra = f" — {count} violation(s)" if check.violations else ""
         console.print(f"  {name:<13} {mark}{extra}{note}")
+        if "duplicate_rate" in check.details:
+            d = check.details
+            console.print(f"    {d.get('jobs_executed_more_than_once', 0)} of "
+                          f"{d.get('jobs_executed', 0)} jobs ran more than once "
+                          f"({d['duplicate_rate']:.1%}; {d.get('mode', '?')} mode)")
         for v in check.violations[:3]:
             console.print(f"    [red]{v.kind}[/]: {v.explanation}", soft_wrap=True)
         if len(check.violations) > 3:
