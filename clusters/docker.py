@@ -95,7 +95,13 @@ class DockerRemote(LocalRemote):
 
     def __init__(self, name: str, address: str, container: str, init_pid: int,
                  shared: Sequence[Path]) -> None:
-        super().__init__(name, address, prefix=["nsenter", "-t", str(init_pid), *NSENTER, "--"])
+        # Commands run in the controller's working directory where the container has it (an
+        # ancestor of the store's mount), so a store given as a relative path works inside.
+        here = Path.cwd().resolve()
+        # (`env -C` inside, not nsenter's --wd: that one opens the directory on this host.)
+        wd = ["env", "-C", str(here)] if any(s.is_relative_to(here) for s in shared) else []
+        super().__init__(name, address,
+                         prefix=["nsenter", "-t", str(init_pid), *NSENTER, "--", *wd])
         self.container = container
         self.init_pid = init_pid
         self.shared = tuple(shared)
@@ -112,7 +118,7 @@ class DockerRemote(LocalRemote):
         log.parent.mkdir(parents=True, exist_ok=True)
         script = ('cd "$1" || exit 1; log=$2; shift 2; '
                   'setsid "$@" </dev/null >>"$log" 2>&1 & echo $!')
-        full = [*self.prefix, "sh", "-c", script, "sh", cwd or "/", str(log), *argv]
+        full = [*self.prefix, "sh", "-c", script, "sh", cwd or ".", str(log), *argv]
         logging.getLogger(__name__).debug("%s: daemon %s: %s", self.name, name, full)
         # The JVM maps its cgroup (this host's, as nsenter leaves it) onto the container's
         # cgroup mounts, finds none and dies of a NullPointerException: no container support.

@@ -339,6 +339,10 @@ class SshRuntime:
         for node in [*servers, *clients]:
             if not NODE_RE.match(node):
                 raise ClusterError(f"bad node name {node!r}: want [a-z0-9-]")
+        if not self.store.is_absolute():
+            # Services name files by the store's path, which on a host is relative to the
+            # login directory: it would not be the store.
+            raise ClusterError(f"ssh: the store path must be absolute, not {self.store}")
         if len(self.hosts) < len(servers):
             raise ClusterError(
                 f"ssh: {len(servers)} server nodes ({', '.join(servers)}) need as many hosts; "
