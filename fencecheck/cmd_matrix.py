@@ -2,8 +2,8 @@
 a summary table (see fencecheck/matrix.py for the file format and what is written).
 
 Exit codes: 0 every row met its expectation, 1 some row missed it, 3 a bad matrix file or
-option (one line naming the file, the row and the field, before anything runs), 128+n when a
-signal stopped the matrix.
+option (one line naming the file, the row and the field, before anything runs) or a JUnit
+file that could not be written, 128+n when a signal stopped the matrix.
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ def _summary(outcome: MatrixOutcome) -> None:
         err.print(f"[yellow]warning:[/] no comparison report: {outcome.report_error}")
     if outcome.junit is not None:
         out.print(f"junit:      {outcome.junit}", soft_wrap=True)
+    if outcome.junit_error is not None:
+        err.print(f"[yellow]warning:[/] no JUnit file: {outcome.junit_error}")
     met = len(outcome.rows) - len(outcome.missed)
     out.print(f"{met}/{len(outcome.rows)} rows met their expectation"
               + (f"; stopped by signal {outcome.interrupted}" if outcome.interrupted else ""))

@@ -120,6 +120,7 @@ class MatrixOutcome:
     junit: Path | None
     report_error: str | None  # why the comparison report is missing, if it is
     interrupted: int | None  # the signal that stopped the matrix
+    junit_error: str | None = None  # why the JUnit file asked for is missing, if it is
 
     @property
     def missed(self) -> tuple[RowResult, ...]:
@@ -129,7 +130,9 @@ class MatrixOutcome:
     def exit_code(self) -> int:
         if self.interrupted is not None:
             return 128 + self.interrupted
-        return 1 if self.missed else 0
+        if self.missed:
+            return 1
+        return 3 if self.junit_error else 0  # CI would read a pass it never got as missing
 
 
 # ---- reading and validating -------------------------------------------------------------------
@@ -363,10 +366,16 @@ def run_matrix(matrix: Matrix, out_dir: Path, junit: Path | None = None,
                 notify(row, seed, rec)
             results.append(RowResult(row, tuple(runs)))
     compare_html, report_error = _write_compare(results, out_dir)
+    junit_error = None
     if junit is not None:
-        write_junit(results, junit, f"fencecheck matrix {matrix.path.stem}")
+        try:
+            write_junit(results, junit, f"fencecheck matrix {matrix.path.stem}")
+        except OSError as e:  # the runs are done: still write and print everything else
+            log.warning("JUnit file failed: %s", e)
+            junit_error = f"{junit}: {e.strerror or e}"
     outcome = MatrixOutcome(tuple(results), out_dir, compare_html,
-                            junit, report_error, sig.received)
+                            None if junit_error else junit, report_error, sig.received,
+                            junit_error)
     _write_json(outcome, out_dir / "matrix.json")
     return outcome
 

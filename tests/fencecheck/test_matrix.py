@@ -173,6 +173,7 @@ def test_junit_and_exit_code_follow_expectations(tmp_path: Path) -> None:
     assert [r.row.label for r in outcome.missed] == ["wrong", "broken", "crashed"]
     assert MatrixOutcome(results[:2], tmp_path, None, None, None, None).exit_code == 0
     assert MatrixOutcome(results[:2], tmp_path, None, None, None, 2).exit_code == 130
+    assert MatrixOutcome(results[:2], tmp_path, None, None, None, None, "j: EACCES").exit_code == 3
 
     path = tmp_path / "j.xml"
     write_junit(results, path, "nightly")
