@@ -13,6 +13,7 @@ where each test case passes when its run met its row's expectation.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -161,10 +162,14 @@ def _build_row(index: int, raw: dict[str, Any], store: Path) -> Row:
     for key, why in RESERVED.items():
         if key in raw:
             raise ValueError(f"{key}: not allowed in a row ({why})")
-    unknown = sorted(set(raw) - set(_RowSpec.model_fields) - set(RunConfig.model_fields))
+    known = [*_RowSpec.model_fields, *RunConfig.model_fields]
+    unknown = sorted(set(raw) - set(known))
     if unknown:
+        # Rows use the config's names (time_limit_s), not the CLI's (--time-limit).
+        close = difflib.get_close_matches(unknown[0].replace("-", "_"), known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
         raise ValueError(f"{unknown[0]}: unknown field (not a run option nor name, expect, "
-                         "seeds, timeout_s)")
+                         f"seeds, timeout_s){hint}")
     try:
         spec = _RowSpec(**raw)
     except ValidationError as e:

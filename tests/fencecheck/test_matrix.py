@@ -135,6 +135,9 @@ timeout_s = 60
     assert b.configs[0].backend == "redis" and b.configs[0].store == tmp_path / "store"
     only = load_matrix(path, tmp_path / "store", ["fenced"])
     assert [r.label for r in only.rows] == ["fenced"]
+    typo = matrix_file(tmp_path, '[[row]]\nexpect = "must-pass"\ntime-limit = 5\n')
+    with pytest.raises(MatrixError, match=r"time-limit: unknown field .*did you mean time_limit_s"):
+        load_matrix(typo, tmp_path / "store")
     with pytest.raises(MatrixError, match="no row named 'ghost'"):
         load_matrix(path, tmp_path / "store", ["fenced,ghost"])
 
