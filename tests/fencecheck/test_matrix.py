@@ -27,8 +27,8 @@ from tests.conftest import fencecheck_argv
 GOOD_ROW = 'name = "ok"\nbackend = "redis"\nexpect = "must-pass"\n'
 
 
-def matrix_file(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "m.toml"
+def matrix_file(tmp_path: Path, text: str, name: str = "m.toml") -> Path:
+    path = tmp_path / name
     path.write_text(text)
     return path
 
@@ -135,7 +135,7 @@ timeout_s = 60
     assert b.configs[0].backend == "redis" and b.configs[0].store == tmp_path / "store"
     only = load_matrix(path, tmp_path / "store", ["fenced"])
     assert [r.label for r in only.rows] == ["fenced"]
-    typo = matrix_file(tmp_path, '[[row]]\nexpect = "must-pass"\ntime-limit = 5\n')
+    typo = matrix_file(tmp_path, '[[row]]\nexpect = "must-pass"\ntime-limit = 5\n', "t.toml")
     with pytest.raises(MatrixError, match=r"time-limit: unknown field .*did you mean time_limit_s"):
         load_matrix(typo, tmp_path / "store")
     with pytest.raises(MatrixError, match="no row named 'ghost'"):
