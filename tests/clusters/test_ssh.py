@@ -312,3 +312,29 @@ def test_services_found_on_a_host_are_used_as_found(sshd2: SshdHosts, run_id: st
         assert n1._present == {"/usr/bin/etcd", "redis-server", "/usr/share/java/zookeeper.jar"}
     finally:
         rt.teardown()
+
+
+def test_sudo_prefixes_every_command_and_moves_files_through_it(sshd2: SshdHosts, run_id: str,
+                                                                tmp_path: Path) -> None:
+    if not os.path.exists("/usr/bin/sudo"):
+        pytest.skip("needs sudo (apt-get install sudo)")
+    store = tmp_path / "store"
+    rt = sshd2.runtime(run_id, store, sudo=True)
+    try:
+        n1 = rt.setup(["n1"], []).servers["n1"]
+        assert isinstance(n1, SshRemote)
+        # the login shell sees SUDO_USER only when sudo ran the command
+        assert n1.run(["sh", "-c", 'echo "$SUDO_USER"']).stdout.strip() == "root"
+        src = tmp_path / "a.txt"
+        src.write_text("via sudo\n")
+        n1.put_file(src, str(store / "nodes" / "n1" / "a.txt"))
+        assert (store / "nodes" / "n1" / "a.txt").read_text() == "via sudo\n"
+        n1.get_file(str(store / "nodes" / "n1" / "a.txt"), tmp_path / "b.txt")
+        assert (tmp_path / "b.txt").read_text() == "via sudo\n"
+        assert n1._sftp is None  # no SFTP session was opened
+        d = n1.start_daemon("s", ["sleep", "30"], log=store / "nodes" / "n1" / "s.log")
+        rt.ledger.record_process("n1", "s", d.pid)
+        assert n1.alive(d.pid)
+    finally:
+        rt.teardown()
+    assert _zombie(d.pid) or not os.path.exists(f"/proc/{d.pid}")
