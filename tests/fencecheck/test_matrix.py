@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from fencecheck.matrix import (
     load_matrix,
     write_junit,
 )
-from tests.conftest import fencecheck_argv
+from tests.conftest import fencecheck_argv, processes_matching
 
 GOOD_ROW = 'name = "ok"\nbackend = "redis"\nexpect = "must-pass"\n'
 
@@ -267,3 +268,25 @@ def test_met_expectations_exit_0(tmp_path: Path) -> None:
     assert "MISSED" not in r.stdout and "1/1 rows met" in r.stdout
     assert len(list((tmp_path / "store" / "quiet").glob("2*/report.html"))) == 2
     assert len(list((tmp_path / "store" / "_matrix").glob("*/compare.html"))) == 1
+
+
+@pytest.mark.netns
+@pytest.mark.usefixtures("no_leftovers")
+def test_a_run_past_its_timeout_is_stopped_torn_down_and_missed(tmp_path: Path) -> None:
+    path = matrix_file(tmp_path, """
+[[row]]
+name = "slow"
+backend = "redis"
+nemesis = "none"
+time_limit_s = 120
+timeout_s = 6
+expect = "must-pass"
+""")
+    started = time.monotonic()
+    r = run_cli("matrix", str(path), "--store", str(tmp_path / "store"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert time.monotonic() - started < 60  # SIGTERM, heal, teardown: not the 120 s limit
+    assert "slow seed 0: timeout" in r.stdout and "MISSED row slow" in r.stdout, r.stdout
+    run_dir = next((tmp_path / "store" / "slow").glob("2*"))
+    assert (run_dir / "history.jsonl").is_file()  # the controller unwound and kept the history
+    assert not processes_matching(str(tmp_path))
