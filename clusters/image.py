@@ -72,6 +72,15 @@ def cached_image(client: Any) -> str | None:
     return None
 
 
+def image_status(client: Any) -> tuple[bool, str]:
+    """For `fencecheck doctor`: is the node image built, and if not, how to build it."""
+    tag = cached_image(client)
+    if tag is not None:
+        return True, tag
+    how = "" if shutil.which("debootstrap") else "apt-get install debootstrap, then "
+    return False, f"node image not built: {how}python -m clusters.image (minutes, once)"
+
+
 def ensure_image(client: Any) -> str:
     """The node image's tag, building it (and its base) first if needed."""
     tag = cached_image(client)
