@@ -23,7 +23,17 @@ from clusters.base import ClusterError
 from clusters.ledger import NETNS_DIR, teardown_run
 from clusters.partition import IptablesNet
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+
+@pytest.mark.parametrize("change", ["content", "base"])
+def test_the_image_tag_is_a_hash_of_the_dockerfile_and_base(tmp_path: Path, change: str) -> None:
+    from clusters.image import image_tag
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("FROM x\nRUN true\n")
+    b.write_text("FROM x\nRUN true\n" if change == "base" else "FROM x\nRUN false\n")
+    assert image_tag("base1", a) == image_tag("base1", a)
+    assert image_tag("base1", a).startswith("fencecheck-node:")
+    assert image_tag("base1", a) != image_tag("base2" if change == "base" else "base1", b)
 
 
 def docker_or_skip() -> Any:
@@ -82,6 +92,8 @@ def runtime(node_image: str, tmp_path: Path) -> Iterator[Any]:
         assert left_by(run_id) == []
 
 
+@pytest.mark.docker
+@pytest.mark.timeout(900)
 def test_nodes_commands_daemons_and_teardown(runtime: Any, tmp_path: Path) -> None:
     cluster = runtime.setup(["n1", "n2"], ["c1"])
     n1, n2, c1 = cluster.servers["n1"], cluster.servers["n2"], cluster.clients["c1"]
@@ -177,6 +189,8 @@ def _state(pid: int) -> str:
         return f.read().rsplit(")", 1)[1].split()[0]
 
 
+@pytest.mark.docker
+@pytest.mark.timeout(900)
 def test_partitions_use_iptables_inside_containers_and_client_namespaces(runtime: Any) -> None:
     cluster = runtime.setup(["n1", "n2"], ["c1"])
     remotes = {**cluster.servers, **cluster.clients}
@@ -200,6 +214,8 @@ def test_partitions_use_iptables_inside_containers_and_client_namespaces(runtime
     assert remotes["c1"].run(probe, timeout_s=5).returncode == 0
 
 
+@pytest.mark.docker
+@pytest.mark.timeout(900)
 def test_the_cleaner_removes_a_crashed_run_from_its_ledger_alone(node_image: str,
                                                                  tmp_path: Path) -> None:
     from clusters.docker import DockerRuntime
@@ -220,6 +236,8 @@ def test_the_cleaner_removes_a_crashed_run_from_its_ledger_alone(node_image: str
         rt.teardown()
 
 
+@pytest.mark.docker
+@pytest.mark.timeout(900)
 def test_an_overlapping_subnet_is_a_clear_error(runtime: Any, node_image: str,
                                                tmp_path: Path) -> None:
     from clusters.docker import DockerRuntime
