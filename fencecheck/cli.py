@@ -5,6 +5,7 @@ Exit codes of `run` and `check`: 0 valid, 1 violations found, 2 unknown, 3 bad i
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -248,6 +249,9 @@ def teardown(
     from clusters.base import ClusterError
     from clusters.ledger import teardown_all, teardown_run
 
+    for runtime in ("clusters.docker", "clusters.ssh"):  # they register their undo kinds
+        with contextlib.suppress(ImportError):
+            importlib.import_module(runtime)
     try:
         removed = teardown_run(run_id) if run_id and not all_runs else teardown_all()
     except ClusterError as e:
@@ -264,10 +268,12 @@ def doctor() -> None:
 
     problems = 0
     for item in diagnose():
-        mark = "[green]ok[/]  " if item.ok else "[red]MISSING[/]"
+        mark = ("[green]ok[/]  " if item.ok else "[yellow]missing (optional)[/]"
+                if item.optional else "[red]MISSING[/]")
         out.print(f"{mark} {item.what}: {item.detail}", soft_wrap=True)
         if not item.ok and item.fix:
             out.print(f"      fix: [bold]{item.fix}[/]", soft_wrap=True)
+        if not item.ok and not item.optional:
             problems += 1
     raise typer.Exit(1 if problems else 0)
 

@@ -17,6 +17,7 @@ class Finding:
     ok: bool
     detail: str
     fix: str | None = None
+    optional: bool = False  # needed only by some runtimes or tests
 
 
 def _binary(what: str, name: str, package: str) -> Finding:
@@ -27,6 +28,10 @@ def _binary(what: str, name: str, package: str) -> Finding:
         return Finding(what, True, path)
     return Finding(what, False, f"{name} not found",
                    f"apt-get update && apt-get install -y {package}")
+
+
+def _optional(f: Finding) -> Finding:
+    return Finding(f.what, f.ok, f.detail, f.fix, optional=True)
 
 
 def _docker() -> Finding:
@@ -41,7 +46,15 @@ def _docker() -> Finding:
     if r is None or r.returncode != 0:
         return Finding("docker", False, "dockerd is not running (only for --runtime docker)",
                        "setsid dockerd > /var/log/dockerd.log 2>&1 < /dev/null &")
-    return Finding("docker", True, f"dockerd {r.stdout.strip()}")
+    try:
+        from clusters.docker import docker_client
+        from clusters.image import image_status
+
+        ok, detail = image_status(docker_client())
+    except Exception as e:
+        return Finding("docker", True, f"dockerd {r.stdout.strip()}; image unknown: {e}")
+    return Finding("docker node image", ok, f"dockerd {r.stdout.strip()}; {detail}",
+                   None if ok else ".venv/bin/python -m clusters.image")
 
 
 def diagnose() -> list[Finding]:
@@ -63,8 +76,8 @@ def diagnose() -> list[Finding]:
     out.append(Finding("postgresql", pg.exists(), str(pg) if pg.exists() else "not found",
                        "apt-get update && apt-get install -y postgresql"))
     out.append(_binary("C compiler (clock shim)", "cc", "gcc libc6-dev"))
-    out.append(_binary("sshd (ssh runtime tests)", "sshd", "openssh-server"))
-    out.append(_docker())
+    out.append(_optional(_binary("sshd (ssh runtime tests)", "sshd", "openssh-server")))
+    out.append(_optional(_docker()))
     ns_ok = os.path.isdir("/run/netns") or os.geteuid() == 0
     out.append(Finding("network namespaces", ns_ok, "ip netns usable" if ns_ok else "no",
                        SETUP))

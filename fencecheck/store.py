@@ -22,6 +22,7 @@ class StoreError(Exception):
 
 
 def new_run_dir(store: Path, test: str) -> Path:
+    store = store.absolute()  # remote nodes (ssh, docker mounts) see the same absolute path
     if store.exists() and not store.is_dir():
         raise StoreError(f"store: {store} exists and is not a directory")
     base = store / test

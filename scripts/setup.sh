@@ -12,7 +12,7 @@ fi
 
 pkgs=(python3 python3-venv python3-dev gcc libc6-dev iproute2 iptables procps psmisc
       redis-server redis-sentinel etcd-server etcd-client zookeeper default-jre-headless
-      openssh-server postgresql chromium chromium-driver docker.io debootstrap
+      openssh-server postgresql chromium chromium-driver docker.io debootstrap sudo
       ${FC_SETUP_EXTRA:-})
 missing=()
 for p in "${pkgs[@]}"; do
