@@ -90,8 +90,45 @@ def start_store(workdir: Path, fencing: bool) -> Iterator[str]:
         yield address
 
 
+BARE_LOOP = """
+import random, sys, time, uuid
+import redis
+host, port = sys.argv[1].rsplit(":", 1)
+locks, seconds, seed = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+r = redis.Redis(host=host, port=int(port))
+release = r.register_script(
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0")
+rng = random.Random(seed)
+cycles = 0
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    lock = "bare:%d" % rng.randrange(locks)
+    me = uuid.uuid4().hex
+    while not r.set(lock, me, nx=True, px=5000):
+        time.sleep(0.005)
+    r.incr(lock + ":counter")
+    release(keys=[lock], args=[me])
+    cycles += 1
+print(cycles)
+"""
+
+
+def run_bare(redis_address: str, *, workers: int, seconds: float, locks: int) -> float:
+    """Lock cycles per second of a bare redis-py acquire/incr/release loop in `workers`
+    processes (the same poll interval as the redis-setnx client)."""
+    procs = [subprocess.Popen([sys.executable, "-c", BARE_LOOP, redis_address, str(locks),
+                               str(seconds), str(i)], stdout=subprocess.PIPE, cwd=REPO)
+             for i in range(workers)]
+    total = 0
+    for p in procs:
+        out, _ = p.communicate(timeout=seconds + 30)
+        total += int(out.strip() or 0)
+    return total / seconds
+
+
 def run_workers(workdir: Path, redis_address: str, store_address: str, *, workers: int,
-                seconds: float, client: str, locks: int) -> list[dict[str, Any]]:
+                seconds: float, client: str, locks: int,
+                writes_per_section: int = 3) -> list[dict[str, Any]]:
     """Run `workers` worker processes for `seconds`; returns all their events by time."""
     t0 = time.monotonic_ns()
     procs: list[subprocess.Popen[bytes]] = []
@@ -103,7 +140,7 @@ def run_workers(workdir: Path, redis_address: str, store_address: str, *, worker
                 client_options={"endpoints": [redis_address]}, resource="store",
                 resource_options={"address": store_address},
                 locks=[f"k{j}" for j in range(locks)], lease_ms=5000, acquire_timeout_s=2.0,
-                think_ms=0, writes_per_section=3, idle_ms=0, renew=False,
+                think_ms=0, writes_per_section=writes_per_section, idle_ms=0, renew=False,
                 log=str(workdir / f"w{i}.jsonl"), t0_ns=t0, seed=i, op_timeout_s=2.0)
             cfg.dump(workdir / f"w{i}.json")
             configs.append(cfg)
@@ -151,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client", default="redis-setnx")
     parser.add_argument("--locks", type=int, default=4)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--compare-bare", action="store_true",
+                        help="also run a bare redis-py acquire/incr/release loop against the "
+                             "same redis-server and compare lock cycles per second")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     with tempfile.TemporaryDirectory(prefix="fc-bench-") as tmp:
@@ -158,8 +198,17 @@ def main(argv: list[str] | None = None) -> int:
         fencing = args.client == "redis-setnx"
         with start_redis(workdir) as r, start_store(workdir, fencing) as s:
             events = run_workers(workdir, r, s, workers=args.workers, seconds=args.seconds,
-                                 client=args.client, locks=args.locks)
+                                 client=args.client, locks=args.locks,
+                                 writes_per_section=1 if args.compare_bare else 3)
+            bare = (run_bare(r, workers=args.workers, seconds=args.seconds, locks=args.locks)
+                    if args.compare_bare else None)
     result = {"workers": args.workers, "client": args.client, **summarize(events)}
+    if bare is not None:
+        # One harness cycle: acquire, read, write (one increment), release, each an event;
+        # one bare cycle: SET NX PX, INCR, owner-checked DEL, nothing recorded.
+        harness = result.get("acquire", {}).get("n", 0) / float(result.get("seconds", 1.0))
+        result["lock_cycles_per_s"] = {"harness": harness, "bare_redis_py": bare,
+                                       "ratio": harness / bare if bare else None}
     log.info("%s", json.dumps(result, indent=1))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
