@@ -3,9 +3,10 @@
 The cluster is made with `initdb` in `store/nodes/<node>/postgres/` (removed on teardown
 unless `keep_data`; the server's log stays) and run as the `postgres`
 user (PostgreSQL refuses to run as root). `setpriv` switches user and execs in place, so the
-daemon's pid is the postmaster itself (`runuser` would stay in between as a parent). The data
-dir's ancestors must therefore be traversable by that user: a store under a 0700 directory
-(e.g. pytest's /tmp/pytest-of-root) is refused with a clear message.
+daemon's pid is the postmaster itself (`runuser` would stay in between as a parent). Where that
+user cannot reach the store (a store under a 0700 directory such as /root or pytest's
+/tmp/pytest-of-root), the data dir goes to `/var/tmp/fencecheck-pg/<store hash>/` instead,
+removed the same way; the server's log always stays in the store.
 
 The server listens on the node's address only (no unix socket, so nothing in /run is shared
 with other servers), trusts connections from `trust_cidrs` (default: the node's /24 and
@@ -16,6 +17,7 @@ resource itself (workloads/pg_resource.py), so the service knows nothing about i
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import logging
 import signal
@@ -58,6 +60,7 @@ class PostgresService:
         self.store: Path | None = None
         self.daemon: Daemon | None = None
         self.ready_s: float | None = None
+        self.pgdata: Path | None = None
 
     def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
         if len(nodes) != 1:
@@ -90,8 +93,8 @@ class PostgresService:
             # SIGINT is PostgreSQL's "fast shutdown": the postmaster stops its children first.
             stop_daemon(self.remote, self.daemon, signal.SIGINT, wait_s=10.0)
             self.daemon = None
-        if not self.keep_data and self.remote is not None and self.store is not None:
-            self.remote.run(["rm", "-rf", str(self._dir() / "postgres")], check=False)
+        if not self.keep_data and self.remote is not None and self.pgdata is not None:
+            self.remote.run(["rm", "-rf", str(self.pgdata)], check=False)
 
     def log_files(self) -> dict[str, list[Path]]:
         if self.node is None:
@@ -141,22 +144,32 @@ class PostgresService:
         lines += [f"host all all {c} trust" for c in cidrs]
         return "\n".join(lines) + "\n"
 
+    def _writable_by_postgres(self, path: Path) -> bool:
+        remote = self._remote()
+        remote.run(["mkdir", "-p", str(path)])
+        remote.run(["chown", f"{USER}:{USER}", str(path)])
+        remote.run(["chmod", "700", str(path)])
+        probe = remote.run(
+            ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups", "test", "-w",
+             str(path)],
+            check=False,
+        )
+        return probe.returncode == 0
+
     def _initdb(self) -> None:
         remote = self._remote()
         pgdata = self._dir() / "postgres"
-        remote.run(["mkdir", "-p", str(pgdata)])
-        remote.run(["chown", f"{USER}:{USER}", str(pgdata)])
-        remote.run(["chmod", "700", str(pgdata)])
-        probe = remote.run(
-            ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups", "test", "-w",
-             str(pgdata)],
-            check=False,
-        )
-        if probe.returncode != 0:
-            raise ClusterError(
-                f"postgres: user {USER} cannot write {pgdata}; the store must be under "
-                "directories others may traverse (mode o+x)"
-            )
+        if not self._writable_by_postgres(pgdata):
+            remote.run(["rm", "-rf", str(pgdata)], check=False)
+            tag = hashlib.sha256(str(self._dir()).encode()).hexdigest()[:16]
+            pgdata = Path("/var/tmp/fencecheck-pg") / tag
+            remote.run(["rm", "-rf", str(pgdata)], check=False)
+            remote.run(["mkdir", "-p", str(pgdata.parent)])
+            remote.run(["chmod", "711", str(pgdata.parent)])
+            if not self._writable_by_postgres(pgdata):
+                raise ClusterError(f"postgres: user {USER} cannot write {pgdata}")
+            log.info("postgres: the store is not reachable by user %s; data in %s", USER, pgdata)
+        self.pgdata = pgdata
         self._run_as(
             [f"{BIN}/initdb", "-D", str(pgdata), "-U", USER, "-A", "trust", "-E", "UTF8",
              "--no-sync", "--no-instructions"]
@@ -168,7 +181,7 @@ class PostgresService:
 
     def _start(self) -> None:
         remote = self._remote()
-        pgdata = self._dir() / "postgres"
+        pgdata = self.pgdata or self._dir() / "postgres"
         argv = [
             "setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups",
             f"{BIN}/postgres", "-D", str(pgdata),

@@ -113,6 +113,7 @@ def client_options(cfg: RunConfig, service: LockService) -> dict[str, Any]:
     extra = getattr(service, "client_options", None)
     if callable(extra):
         opts.update(extra())
+    opts.update(cfg.client_options)
     return opts
 
 

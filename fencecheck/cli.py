@@ -130,6 +130,19 @@ def check(
     raise typer.Exit(results.exit_code)
 
 
+def _options(items: list[str], option: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            fail(f"bad configuration: {option}: expected KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
+
+
 def _leaseless_locks(ops: list[Any]) -> bool:
     acquires = [op for op in ops if op.f == "acquire"]
     return bool(acquires) and all(op.get("lease_ms") is None for op in acquires)
@@ -150,6 +163,7 @@ def run(
     backend: Annotated[str, typer.Option(help="redis, redlock, redis-sentinel, etcd, zookeeper")] = "redis",
     client: Annotated[str | None, typer.Option(help="lock client (default per backend) or module:Class")] = None,
     resource: Annotated[str, typer.Option(help="store, postgres or etcd")] = "store",
+    client_opt: Annotated[list[str] | None, typer.Option("--client-opt", help="KEY=VALUE for the lock client (repeatable; VALUE parsed as JSON where it can be)")] = None,
     workload: Annotated[str, typer.Option(help="lock, leader or cron")] = "lock",
     idempotent: Annotated[bool, typer.Option(help="cron: the resource deduplicates by job id")] = False,
     nemesis: Annotated[str, typer.Option(help="comma-separated: none, pause, partition, kill, clock, failover")] = "pause",
@@ -196,6 +210,7 @@ def run(
     try:
         cfg = make_config(
             backend=backend, client=client, resource=resource, workload=workload,
+            client_options=_options(client_opt or [], "--client-opt"),
             idempotent=idempotent,
             nemesis=tuple(x.strip() for x in nemesis.split(",") if x.strip()),
             fencing=fencing == "on", time_limit_s=time_limit, concurrency=concurrency,

@@ -44,6 +44,7 @@ class RunConfig(BaseModel):
     backend: Backend = "redis"
     client: str | None = None
     resource: Literal["store", "postgres", "etcd"] = "store"
+    client_options: dict[str, Any] = Field(default_factory=dict)  # passed to the lock client
     workload: Literal["lock", "leader", "cron"] = "lock"
     idempotent: bool = False  # cron: the resource deduplicates executions by job id
     nemesis: tuple[Fault, ...] = ("pause",)

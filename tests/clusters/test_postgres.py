@@ -52,12 +52,16 @@ def test_teardown_stops_postmaster_and_children(store_dir: Path) -> None:
     assert not any(node.alive(int(c)) for c in children)
 
 
-def test_store_the_postgres_user_cannot_reach_is_refused() -> None:
+def test_store_the_postgres_user_cannot_reach_gets_data_elsewhere() -> None:
     with tempfile.TemporaryDirectory() as d:  # mkdtemp makes it 0700, owned by root
         svc = PostgresService(port=5434)
         try:
-            with pytest.raises(ClusterError, match="cannot write"):
-                svc.setup({"pg": LocalRemote("pg", "127.0.46.4")}, Path(d) / "store")
+            svc.setup({"pg": LocalRemote("pg", "127.0.46.4")}, Path(d) / "store")
+            assert svc.pgdata is not None
+            assert str(svc.pgdata).startswith("/var/tmp/fencecheck-pg/")
+            assert (Path(d) / "store" / "nodes" / "pg" / "postgres.log").exists()
+            pgdata = svc.pgdata
         finally:
             svc.teardown()
         assert svc.daemon is None
+        assert not pgdata.exists()
