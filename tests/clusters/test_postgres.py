@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from clusters.base import ClusterError, LogFiles
+from clusters.base import LogFiles
 from clusters.local import LocalRemote
 from clusters.postgres import PostgresService
 from tests.backends import pg_server, store_dir
