@@ -502,7 +502,16 @@ def _targets(cfg: RunConfig, fault: str, rng: random.Random, workers: list[_Work
 
 
 def _start_fault(fault: str, value: Any, nemeses: dict[str, Any], nlog: _EventLog) -> None:
-    f = f"start-{fault}"
+    _nemesis_op(f"start-{fault}", fault, value, nemeses, nlog)
+
+
+def _stop_fault(fault: str, nemeses: dict[str, Any], nlog: _EventLog) -> None:
+    _nemesis_op(f"stop-{fault}", fault, None, nemeses, nlog)
+
+
+def _nemesis_op(f: str, fault: str, value: Any, nemeses: dict[str, Any],
+                nlog: _EventLog) -> None:
+    """One nemesis op, logged as invoke and completion; a failed op is `info`, never fatal."""
     nlog.write("invoke", f, value)
     try:
         nlog.write("ok", f, nemeses[fault].invoke(NemesisOp(f, value)))
@@ -512,19 +521,6 @@ def _start_fault(fault: str, value: Any, nemeses: dict[str, Any], nlog: _EventLo
     except Exception as e:
         log.exception("%s failed", f)
         nlog.write("info", f, value, str(e))
-
-
-def _stop_fault(fault: str, nemeses: dict[str, Any], nlog: _EventLog) -> None:
-    f = f"stop-{fault}"
-    nlog.write("invoke", f, None)
-    try:
-        nlog.write("ok", f, nemeses[fault].invoke(NemesisOp(f, None)))
-    except Interrupted:
-        nlog.write("info", f, None, "interrupted")
-        raise
-    except Exception as e:
-        log.exception("%s failed", f)
-        nlog.write("info", f, None, str(e))
 
 
 def _final_read(cfg: RunConfig, w: _Worker, run_dir: Path, copts: dict[str, Any],
