@@ -16,13 +16,12 @@ unchanged on netns or ssh nodes.
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
 
 from clusters.base import ClusterError, Daemon, Remote, RemoteError
+from clusters.daemons import NodeDaemons, ProcessLedger
 
 log = logging.getLogger(__name__)
 
@@ -30,35 +29,7 @@ ETCD = "/usr/bin/etcd"
 ETCDCTL = "/usr/bin/etcdctl"
 
 
-class ProcessLedger(Protocol):
-    """What a service needs of the run's ledger (clusters/ledger.py `Ledger`): an environment
-    marker for every process, and a record of each started pid."""
-
-    def env(self) -> dict[str, str]: ...
-
-    def record_process(self, node: str, name: str, pid: int) -> None: ...
-
-
-def stop_daemon(remote: Remote, daemon: Daemon, sig: signal.Signals, wait_s: float) -> bool:
-    """Send sig (after SIGCONT: a stopped process cannot act on SIGTERM), wait up to wait_s for
-    it to exit, then SIGKILL. Returns True if it exited before the SIGKILL."""
-    remote.signal(daemon.pid, signal.SIGCONT)
-    remote.signal(daemon.pid, sig)
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if not remote.alive(daemon.pid):
-            return True
-        time.sleep(0.05)
-    remote.signal(daemon.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5.0
-    while remote.alive(daemon.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if remote.alive(daemon.pid):
-        raise ClusterError(f"{daemon.node}: {daemon.name} (pid {daemon.pid}) survived SIGKILL")
-    return False
-
-
-class EtcdService:
+class EtcdService(NodeDaemons):
     """A static etcd cluster of `nodes` members. See the module docstring."""
 
     name = "etcd"
@@ -108,43 +79,19 @@ class EtcdService:
         return [f"{r.address}:{self.client_port}" for r in self.nodes.values()]
 
     def teardown(self) -> None:
-        errors: list[str] = []
-        for node, daemon in list(self.daemons.items()):
-            try:
-                stop_daemon(self.nodes[node], daemon, signal.SIGTERM, wait_s=5.0)
-            except ClusterError as e:
-                errors.append(str(e))
-            else:
-                del self.daemons[node]
-        if errors:
-            raise ClusterError("etcd teardown: " + "; ".join(errors))
+        self.stop_all("etcd")
         if not self.keep_data and self.store is not None:
             # Each member preallocates 64 MB of WAL; the logs are the evidence, not the data.
             for node, remote in self.nodes.items():
                 remote.run(["rm", "-rf", str(self._node_dir(node) / "etcd")], check=False)
 
-    # -- Pausable, Killable, LogFiles
-
-    def pause(self, node: str) -> None:
-        """SIGSTOP the server; a no-op while it is killed (pause and kill may overlap)."""
-        if node in self.daemons:
-            self.nodes[node].signal(self.daemons[node].pid, signal.SIGSTOP)
-
-    def resume(self, node: str) -> None:
-        if node in self.daemons:
-            self.nodes[node].signal(self.daemons[node].pid, signal.SIGCONT)
-
-    def kill(self, node: str) -> None:
-        daemon = self.daemons.pop(node, None)
-        if daemon is not None:
-            stop_daemon(self.nodes[node], daemon, signal.SIGKILL, wait_s=5.0)
+    # -- Pausable, Killable (pause, resume, kill: NodeDaemons), LogFiles
 
     def restart(self, node: str) -> None:
         """Start a killed member again on its data dir; returns once the process runs (it may
         still be catching up, or cut off by a partition: use `wait_ready` to wait for health)."""
-        if node in self.daemons and self.nodes[node].alive(self.daemons[node].pid):
-            return
-        self._start(node, state="existing")
+        if not self.running(node):
+            self._start(node, state="existing")
 
     def log_files(self) -> dict[str, list[Path]]:
         return {node: [self._node_dir(node) / "etcd.log"] for node in self.nodes}
@@ -183,7 +130,6 @@ class EtcdService:
                 raise ClusterError(f"etcd not healthy after {timeout_s} s on {', '.join(pending)}")
             time.sleep(0.2)
 
-
     def _node_dir(self, node: str) -> Path:
         if self.store is None:
             raise ClusterError("etcd: not set up")
@@ -212,11 +158,4 @@ class EtcdService:
             "--logger=zap",
             "--log-outputs=stderr",
         ]
-        env = {
-            **(self.env_for(node) if self.env_for is not None else {}),
-            **(self.ledger.env() if self.ledger is not None else {}),
-        }
-        daemon = remote.start_daemon("etcd", argv, log=ndir / "etcd.log", env=env or None)
-        if self.ledger is not None:
-            self.ledger.record_process(node, "etcd", daemon.pid)
-        self.daemons[node] = daemon
+        self.start_node_daemon(node, "etcd", argv, log=ndir / "etcd.log")

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from clusters.base import ClusterError, Daemon, Remote, RemoteError
-from clusters.etcd import ProcessLedger, stop_daemon
+from clusters.daemons import ProcessLedger, start_recorded, stop_daemon
 
 log = logging.getLogger(__name__)
 
@@ -196,9 +196,8 @@ class PostgresService:
             "-c", "log_destination=stderr",
             "-c", "logging_collector=off",
         ]
-        env = self.ledger.env() if self.ledger is not None else None
         # The log is opened by this (root) process and inherited, so its owner does not matter.
-        daemon = remote.start_daemon("postgres", argv, log=self._dir() / "postgres.log", env=env)
-        if self.ledger is not None:
-            self.ledger.record_process(self.node or "?", "postgres", daemon.pid)
-        self.daemon = daemon
+        self.daemon = start_recorded(
+            remote, self.node or "?", "postgres", argv, log=self._dir() / "postgres.log",
+            ledger=self.ledger,
+        )

@@ -26,7 +26,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
-from clusters.base import ClusterError, CommandResult, Daemon, Remote, RemoteError
+from clusters.base import ClusterError, Daemon, Remote, RemoteError
+from clusters.daemons import start_recorded, stop_daemon
 from clusters.ledger import Ledger
 
 log = logging.getLogger(__name__)
@@ -96,9 +97,8 @@ class RedisService:
             remote.signal(d.pid, signal.SIGCONT)
             remote.signal(d.pid, signal.SIGTERM)
         for node, d in list(self._daemons.items()):
-            remote = self._nodes[node]
             try:
-                self._stop(remote, d)
+                stop_daemon(self._nodes[node], d, signal.SIGTERM, self.stop_grace_s)
             except Exception as e:  # keep stopping the others; report all at the end
                 errors.append(f"{node}: {e}")
             else:
@@ -116,11 +116,7 @@ class RedisService:
 
     def kill(self, node: str) -> None:
         """SIGKILL the node's server and wait until it is gone (so a restart can bind)."""
-        d = self._daemon(node)
-        remote = self._nodes[node]
-        remote.signal(d.pid, signal.SIGCONT)
-        remote.signal(d.pid, signal.SIGKILL)
-        self._wait_gone(remote, d, 5.0)
+        stop_daemon(self._nodes[node], self._daemon(node), signal.SIGKILL, 5.0)
         del self._daemons[node]
 
     def restart(self, node: str) -> None:
@@ -174,17 +170,10 @@ class RedisService:
     def _start(self, node: str) -> None:
         remote = self._nodes[node]
         d = self._dirs[node]
-        env: dict[str, str] = {}
-        if self.ledger is not None:
-            env.update(self.ledger.env())
-        if self.env_for is not None:
-            env.update(self.env_for(node))
-        daemon = remote.start_daemon(
-            "redis", [self.binary, str(d / "redis.conf")], log=d / "redis.log", env=env or None
+        self._daemons[node] = start_recorded(
+            remote, node, "redis", [self.binary, str(d / "redis.conf")], log=d / "redis.log",
+            env=self.env_for(node) if self.env_for is not None else None, ledger=self.ledger,
         )
-        self._daemons[node] = daemon
-        if self.ledger is not None:
-            self.ledger.record_process(node, "redis", daemon.pid)
 
     def _wait_ready(self, node: str) -> None:
         remote = self._nodes[node]
@@ -215,27 +204,3 @@ class RedisService:
             f"redis on {node} ({self._nodes[node].address}:{self.port}) {what}; "
             f"{logf}: {' / '.join(tail) or '(empty)'}"
         )
-
-    def _stop(self, remote: Remote, d: Daemon) -> None:
-        if not remote.alive(d.pid):
-            return
-        remote.signal(d.pid, signal.SIGCONT)
-        remote.signal(d.pid, signal.SIGTERM)
-        if self._wait_gone(remote, d, self.stop_grace_s, check=False):
-            return
-        log.warning("%s: redis pid %d ignored SIGTERM for %.1f s; SIGKILL", d.node, d.pid,
-                    self.stop_grace_s)
-        remote.signal(d.pid, signal.SIGKILL)
-        self._wait_gone(remote, d, 5.0)
-
-    @staticmethod
-    def _wait_gone(remote: Remote, d: Daemon, wait_s: float, check: bool = True) -> bool:
-        deadline = time.monotonic() + wait_s
-        while remote.alive(d.pid):
-            if time.monotonic() > deadline:
-                if check:
-                    res = CommandResult(d.node, ("kill", str(d.pid)), -1, "", "still alive")
-                    raise RemoteError(res, f"redis pid {d.pid} did not exit")
-                return False
-            time.sleep(0.01)
-        return True

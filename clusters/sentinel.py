@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clusters.base import ClusterError, Daemon, Grudge, NemesisOp, Net, Remote, RemoteError
+from clusters.daemons import start_recorded, stop_daemon
 from clusters.ledger import NETNS_NAME_RE, Ledger
 from clusters.redis import Persistence, RedisService
 
@@ -143,7 +144,7 @@ class SentinelService:
         errors: list[str] = []
         for node, d in list(self._sentinels.items()):
             try:
-                _stop(self._nodes[node], d)
+                stop_daemon(self._nodes[node], d, signal.SIGTERM, wait_s=3.0)
             except ClusterError as e:
                 errors.append(f"{node}: sentinel: {e}")
             else:
@@ -271,16 +272,11 @@ class SentinelService:
 
     def _start_sentinel(self, node: str) -> None:
         remote, d = self._nodes[node], self._dirs[node]
-        env: dict[str, str] = {}
-        if self.ledger is not None:
-            env.update(self.ledger.env())
-        if self.env_for is not None:
-            env.update(self.env_for(node))
         argv = [self.binary, str(d / "sentinel.conf"), "--sentinel"]
-        daemon = remote.start_daemon("sentinel", argv, log=d / "sentinel.log", env=env or None)
-        self._sentinels[node] = daemon
-        if self.ledger is not None:
-            self.ledger.record_process(node, "sentinel", daemon.pid)
+        self._sentinels[node] = start_recorded(
+            remote, node, "sentinel", argv, log=d / "sentinel.log",
+            env=self.env_for(node) if self.env_for is not None else None, ledger=self.ledger,
+        )
 
     def _cli(self, node: str, port: int, *args: str, timeout_s: float = 2.0) -> str | None:
         """redis-cli on the node against its own server or sentinel; None if unreachable."""
@@ -367,25 +363,6 @@ def _netns_net(service: SentinelService) -> Net | None:
 def _sentinel_id(address: str) -> str:
     """A sentinel's run id (40 hex digits), derived from its address so peers can name it."""
     return hashlib.sha1(f"fencecheck-sentinel-{address}".encode()).hexdigest()
-
-
-def _stop(remote: Remote, d: Daemon, grace_s: float = 3.0) -> None:
-    """SIGCONT, SIGTERM, SIGKILL after the grace; a process already gone is success."""
-    if not remote.alive(d.pid):
-        return
-    remote.signal(d.pid, signal.SIGCONT)
-    remote.signal(d.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while remote.alive(d.pid):
-        if time.monotonic() > deadline:
-            remote.signal(d.pid, signal.SIGKILL)
-            deadline = time.monotonic() + 5.0
-            while remote.alive(d.pid):
-                if time.monotonic() > deadline:
-                    raise ClusterError(f"sentinel pid {d.pid} did not exit")
-                time.sleep(0.01)
-            return
-        time.sleep(0.01)
 
 
 class FailoverNemesis:

@@ -20,14 +20,13 @@ Capabilities: `Pausable`, `Killable` (SIGKILL; restart on the same data dir), `L
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from clusters.base import ClusterError, Daemon, Remote, RemoteError
-from clusters.etcd import ProcessLedger, stop_daemon
+from clusters.daemons import NodeDaemons, ProcessLedger
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ _SERVING = ("leader", "follower", "standalone")
 _FLW = 'exec 3<>"/dev/tcp/$0/$1" && printf %s "$2" >&3 && cat <&3'
 
 
-class ZookeeperService:
+class ZookeeperService(NodeDaemons):
     """A ZooKeeper ensemble of `nodes` servers. See the module docstring."""
 
     name = "zookeeper"
@@ -98,43 +97,19 @@ class ZookeeperService:
         return [f"{r.address}:{self.client_port}" for r in self.nodes.values()]
 
     def teardown(self) -> None:
-        errors: list[str] = []
-        for node, daemon in list(self.daemons.items()):
-            try:
-                stop_daemon(self.nodes[node], daemon, signal.SIGTERM, wait_s=5.0)
-            except ClusterError as e:
-                errors.append(str(e))
-            else:
-                del self.daemons[node]
-        if errors:
-            raise ClusterError("zookeeper teardown: " + "; ".join(errors))
+        self.stop_all("zookeeper")
         if not self.keep_data and self.store is not None:
             # Transaction logs are preallocated in 64 MB steps; zoo.cfg and the logs stay.
             for node, remote in self.nodes.items():
                 remote.run(["rm", "-rf", str(self._conf_dir(node) / "data")], check=False)
 
-    # -- Pausable, Killable, LogFiles
-
-    def pause(self, node: str) -> None:
-        """SIGSTOP the server; a no-op while it is killed (pause and kill may overlap)."""
-        if node in self.daemons:
-            self.nodes[node].signal(self.daemons[node].pid, signal.SIGSTOP)
-
-    def resume(self, node: str) -> None:
-        if node in self.daemons:
-            self.nodes[node].signal(self.daemons[node].pid, signal.SIGCONT)
-
-    def kill(self, node: str) -> None:
-        daemon = self.daemons.pop(node, None)
-        if daemon is not None:
-            stop_daemon(self.nodes[node], daemon, signal.SIGKILL, wait_s=5.0)
+    # -- Pausable, Killable (pause, resume, kill: NodeDaemons), LogFiles
 
     def restart(self, node: str) -> None:
         """Start a killed server again on its data dir; returns once the JVM runs (it rejoins
         the ensemble in the background: use `wait_ready` to wait for it)."""
-        if node in self.daemons and self.nodes[node].alive(self.daemons[node].pid):
-            return
-        self._start(node)
+        if not self.running(node):
+            self._start(node)
 
     def log_files(self) -> dict[str, list[Path]]:
         return {node: [self._node_dir(node) / "zookeeper.log"] for node in self.nodes}
@@ -182,7 +157,6 @@ class ZookeeperService:
                 )
             time.sleep(0.2)
 
-
     def _node_dir(self, node: str) -> Path:
         if self.store is None:
             raise ClusterError("zookeeper: not set up")
@@ -227,7 +201,6 @@ class ZookeeperService:
         remote.put_file(conf / "myid.staging", str(conf / "data" / "myid"))
 
     def _start(self, node: str) -> None:
-        remote = self.nodes[node]
         conf = self._conf_dir(node)
         argv = [
             JAVA,
@@ -241,13 +214,4 @@ class ZookeeperService:
             MAIN,
             str(conf / "zoo.cfg"),
         ]
-        env = {
-            **(self.env_for(node) if self.env_for is not None else {}),
-            **(self.ledger.env() if self.ledger is not None else {}),
-        }
-        daemon = remote.start_daemon(
-            "zookeeper", argv, log=self._node_dir(node) / "zookeeper.log", env=env or None
-        )
-        if self.ledger is not None:
-            self.ledger.record_process(node, "zookeeper", daemon.pid)
-        self.daemons[node] = daemon
+        self.start_node_daemon(node, "zookeeper", argv, self._node_dir(node) / "zookeeper.log")
