@@ -3,13 +3,30 @@ the faults active now. Off a terminal it prints one line per phase instead."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import TracebackType
 
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from fencecheck.controller import Progress
+
+@dataclass(slots=True)
+class Progress:
+    """What a run is doing now, as the controller reports it to the CLI."""
+
+    phase: str
+    elapsed_s: float = 0.0
+    limit_s: float = 0.0
+    ops_per_s: float = 0.0
+    ok: int = 0
+    fail: int = 0
+    info: int = 0
+    faults: list[str] = field(default_factory=list)
+
+
+ProgressFn = Callable[[Progress], None]
 
 
 class ProgressLine:

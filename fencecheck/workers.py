@@ -1,0 +1,100 @@
+"""The client worker processes of a run: their configs, spawning each on its client node,
+stopping them (resumed first: a SIGSTOPped process ignores SIGTERM until resumed), and the final
+read of every counter once the faults are healed."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clusters.base import ClientNode
+from fencecheck.config import RunConfig
+from fencecheck.store import write_json
+
+log = logging.getLogger(__name__)
+
+FINAL_READ_PROCESS_BASE = 1_000_000
+
+
+@dataclass(slots=True)
+class Worker:
+    name: str
+    node: ClientNode
+    config: Path
+    events: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+
+def worker_config(cfg: RunConfig, i: int, w: Worker, copts: dict[str, Any],
+                   ropts: dict[str, Any], t0_ns: int) -> dict[str, Any]:
+    return {
+        "worker": i,
+        "concurrency": cfg.concurrency,
+        "process_base": 0,
+        "client": cfg.client_name,
+        "client_options": {**copts, "worker": i},  # which endpoint a client tries first
+        "resource": cfg.resource,
+        "resource_options": ropts,
+        "locks": [f"lock-{j}" for j in range(cfg.locks)],
+        "lease_ms": cfg.lease_ms,
+        "acquire_timeout_s": cfg.acquire_timeout_s,
+        "think_ms": cfg.think_ms,
+        "writes_per_section": cfg.writes_per_section,
+        "idle_ms": cfg.idle_ms,
+        "renew": cfg.renew,
+        "log": str(w.events),
+        "t0_ns": t0_ns,
+        "seed": cfg.seed * 1000 + i,
+        "op_timeout_s": cfg.op_timeout_s,
+        **({"workload": cfg.workload, "idempotent": cfg.idempotent}
+           if cfg.workload != "lock" else {}),
+    }
+
+
+def spawn(w: Worker, run_dir: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+    with open(run_dir / "nodes" / w.name / "worker.log", "ab") as out:
+        return w.node.spawn(
+            [sys.executable, "-m", "workloads.worker", str(w.config), *extra],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def stop_workers(workers: list[Worker], grace_s: float) -> None:
+    """Resume (a SIGSTOPped process ignores SIGTERM until resumed), ask, then kill."""
+    procs = [w.proc for w in workers if w.proc is not None and w.proc.poll() is None]
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError):
+            p.send_signal(signal.SIGCONT)
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.info("worker %d did not stop in %.1f s: SIGKILL", p.pid, grace_s)
+            p.kill()
+            p.wait()
+
+
+def final_read(cfg: RunConfig, w: Worker, run_dir: Path, copts: dict[str, Any],
+                ropts: dict[str, Any], t0_ns: int) -> None:
+    """Read every counter once more, after the faults are healed and the workers stopped."""
+    fw = Worker(w.name, w.node, run_dir / "final-read.json", run_dir / "final-read.jsonl")
+    conf = worker_config(cfg, 0, fw, copts, ropts, t0_ns)
+    conf["process_base"] = FINAL_READ_PROCESS_BASE
+    write_json(fw.config, conf)
+    proc = spawn(fw, run_dir, ("--final-read",))
+    try:
+        proc.wait(timeout=max(10.0, cfg.op_timeout_s * (cfg.locks + 2)))
+    except subprocess.TimeoutExpired:
+        log.warning("final read did not finish: killed")
+        proc.kill()
+        proc.wait()
