@@ -154,7 +154,7 @@ class EtcdHandle:
     ttl_s: int
 
 
-def _failure(e: Exception, what: str) -> Exception:
+def gateway_failure(e: Exception, what: str) -> Exception:
     """Map a gateway exception to the history's fail/info."""
     if isinstance(e, Refused):
         return DefiniteFailure("connection-refused", f"{what}: {e}")
@@ -175,14 +175,16 @@ class EtcdClient:
             list(options["endpoints"]), int(options.get("worker", 0)), self.op_timeout_s
         )
 
+    def _prefix(self, lock: str) -> str:
+        """The prefix of the contenders' keys (the server's keys are `<prefix><lease-hex>`)."""
+        return lock_prefix(lock)
+
     def _owner(self, lock: str) -> tuple[str, str] | None:
-        """The lock's current owner key and its create revision (oldest key under the prefix)."""
+        """The lock's current owner key and its create revision (oldest key under the prefix):
+        what proves that a timed-out acquire was never granted (`_unsure_acquire`)."""
+        prefix = self._prefix(lock)
         kvs = self.gw.range(
-            lock_prefix(lock),
-            prefix_end(lock_prefix(lock)),
-            sort_order="ASCEND",
-            sort_target="CREATE",
-            limit=1,
+            prefix, prefix_end(prefix), sort_order="ASCEND", sort_target="CREATE", limit=1
         )
         return (kvs[0]["key"], str(kvs[0]["create_revision"])) if kvs else None
 
@@ -196,39 +198,47 @@ class EtcdClient:
             return False
         return True
 
+    # What acquire says in its outcomes: "locking" / "lock" / "granted" here; the election
+    # client changes these and where it waits (`_wait_granted`), nothing else.
+    verbs = ("locking", "lock", "granted")
+
+    def _wait_granted(self, lock: str, lease_id: str, timeout_s: float) -> str:
+        """Block until the lock is ours; returns our (decoded) key."""
+        resp = self.gw.post(
+            "/v3/lock/lock", {"name": b64(lock_name(lock)), "lease": lease_id}, timeout_s=timeout_s
+        )
+        return unb64(resp["key"]).decode()
+
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         ttl_s = max(1, math.ceil(lease_ms / 1000))
+        waiting, call, granted = self.verbs
         try:
             before = self._owner(lock)
             lease = self.gw.post("/v3/lease/grant", {"TTL": ttl_s})
         except (Refused, Uncertain, GrpcError) as e:
             # Nothing was locked yet; a lease granted unseen expires on its own.
-            detail = f"before locking: {e}"
+            detail = f"before {waiting}: {e}"
             code = "connection-refused" if isinstance(e, Refused) else "unavailable"
             raise DefiniteFailure(code, detail) from None
         lease_id = str(lease["ID"])
         granted_ttl_s = int(lease.get("TTL", ttl_s))
         try:
             with self._keeping_alive(lease_id, granted_ttl_s):
-                resp = self.gw.post(
-                    "/v3/lock/lock",
-                    {"name": b64(lock_name(lock)), "lease": lease_id},
-                    timeout_s=timeout_s,
-                )
+                key = self._wait_granted(lock, lease_id, timeout_s)
         except (Refused, Uncertain, GrpcError) as e:
             if isinstance(e, Refused) or (isinstance(e, GrpcError) and e.definite):
                 self._revoke(lease_id)
-                raise _failure(e, "lock") from None
+                raise gateway_failure(e, call) from None
             raise self._unsure_acquire(lock, lease_id, before, e) from None
-        key = unb64(resp["key"]).decode()
         try:
             kvs = self.gw.range(key)
         except (Refused, Uncertain, GrpcError) as e:
             self._revoke(lease_id)
-            raise Indeterminate("token-unknown", f"granted, then range failed: {e}") from None
+            raise Indeterminate("token-unknown", f"{granted}, then range failed: {e}") from None
+        # An answer that came after our lease ran out names a key that no longer exists.
         if not kvs:
             self._revoke(lease_id)
-            raise Indeterminate("lock-lost", "granted, but the key was gone before its token")
+            raise Indeterminate("lock-lost", f"{granted}, but the key was gone before its token")
         token = int(kvs[0]["create_revision"])
         return Grant(lock, token, lease_ms, EtcdHandle(lease_id, key, granted_ttl_s))
 
@@ -271,34 +281,35 @@ class EtcdClient:
         return Indeterminate("timeout", f"lock: {e}")
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
-        handle = _handle(grant)
+        handle = etcd_handle(grant)
         if lease_ms > handle.ttl_s * 1000:
             # A keepalive restores the TTL granted at acquire; it cannot lengthen the lease.
             raise DefiniteFailure("lease-too-long", f"{lease_ms} ms > TTL {handle.ttl_s} s")
         try:
             data = self.gw.post("/v3/lease/keepalive", {"ID": handle.lease_id})
         except (Refused, Uncertain, GrpcError) as e:
-            raise _failure(e, "keepalive") from None
+            raise gateway_failure(e, "keepalive") from None
         if int(data.get("result", {}).get("TTL", 0)) <= 0:
             raise DefiniteFailure("lease-expired", f"lease {handle.lease_id}")
         return Grant(grant.lock, grant.token, lease_ms, handle)
 
     def release(self, grant: Grant) -> None:
-        handle = _handle(grant)
+        handle = etcd_handle(grant)
         try:
             self.gw.post("/v3/lease/revoke", {"ID": handle.lease_id})
         except GrpcError as e:
             if e.code == 5:
                 raise DefiniteFailure("lease-expired", f"lease {handle.lease_id}") from None
-            raise _failure(e, "revoke") from None
+            raise gateway_failure(e, "revoke") from None
         except (Refused, Uncertain) as e:
-            raise _failure(e, "revoke") from None
+            raise gateway_failure(e, "revoke") from None
 
     def close(self) -> None:
         self.gw.close()
 
 
-def _handle(grant: Grant) -> EtcdHandle:
+def etcd_handle(grant: Grant) -> EtcdHandle:
+    """The grant's EtcdHandle; DefiniteFailure("not-owner") if it is not an etcd grant."""
     if not isinstance(grant.handle, EtcdHandle):
         raise DefiniteFailure("not-owner", "not an etcd grant")
     return grant.handle

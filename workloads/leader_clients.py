@@ -29,28 +29,26 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kazoo.exceptions import KazooException, LockTimeout
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.client import KazooClient
 from kazoo.recipe.election import Election
-from kazoo.retry import KazooRetry
+from kazoo.recipe.lock import Lock
 
-from workloads.base import DefiniteFailure, Grant, Indeterminate, LockClient, Resource
+from workloads.base import DefiniteFailure, Grant, LockClient, Resource
 from workloads.etcd_client import (
     EtcdClient,
     EtcdHandle,
     GrpcError,
     Refused,
     Uncertain,
-    _failure,
-    _handle,
     b64,
-    prefix_end,
+    etcd_handle,
+    gateway_failure,
     unb64,
 )
 from workloads.eventlog import EventLog
 from workloads.redis_clients import SetnxClient
 from workloads.worker import Worker, WorkerConfig
-from workloads.zk_client import ZkClient, ZkHandle, _owner
+from workloads.zk_client import ZkClient
 
 log = logging.getLogger(__name__)
 
@@ -71,45 +69,16 @@ class EtcdElectionClient(EtcdClient):
 
     name = "etcd-election"
 
-    def _owner(self, lock: str) -> tuple[str, str] | None:
-        """The current leader's key and create revision (the oldest candidate): used by the
-        inherited timeout logic to prove that a timed-out campaign was never elected."""
-        prefix = election_name(lock) + "/"
-        kvs = self.gw.range(prefix, prefix_end(prefix), sort_order="ASCEND",
-                            sort_target="CREATE", limit=1)
-        return (kvs[0]["key"], str(kvs[0]["create_revision"])) if kvs else None
+    verbs = ("campaigning", "campaign", "elected")
 
-    def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
-        ttl_s = max(1, -(-lease_ms // 1000))
-        try:
-            before = self._owner(lock)
-            lease = self.gw.post("/v3/lease/grant", {"TTL": ttl_s})
-        except (Refused, Uncertain, GrpcError) as e:
-            code = "connection-refused" if isinstance(e, Refused) else "unavailable"
-            raise DefiniteFailure(code, f"before campaigning: {e}") from None
-        lease_id = str(lease["ID"])
-        granted_ttl_s = int(lease.get("TTL", ttl_s))
+    def _prefix(self, lock: str) -> str:
+        """The candidates' keys: the oldest is the leader (the inherited `_owner`)."""
+        return election_name(lock) + "/"
+
+    def _wait_granted(self, lock: str, lease_id: str, timeout_s: float) -> str:
         body = {"name": b64(election_name(lock)), "lease": lease_id, "value": b64(lease_id)}
-        try:
-            with self._keeping_alive(lease_id, granted_ttl_s):
-                resp = self.gw.post("/v3/election/campaign", body, timeout_s=timeout_s)
-        except (Refused, Uncertain, GrpcError) as e:
-            if isinstance(e, Refused) or (isinstance(e, GrpcError) and e.definite):
-                self._revoke(lease_id)
-                raise _failure(e, "campaign") from None
-            raise self._unsure_acquire(lock, lease_id, before, e) from None
-        key = unb64(resp["leader"]["key"]).decode()
-        try:
-            kvs = self.gw.range(key)
-        except (Refused, Uncertain, GrpcError) as e:
-            self._revoke(lease_id)
-            raise Indeterminate("token-unknown", f"elected, then range failed: {e}") from None
-        # A campaign answered after our lease ran out names a key that no longer exists.
-        if not kvs:
-            self._revoke(lease_id)
-            raise Indeterminate("lock-lost", "elected, but the leader key was already gone")
-        token = int(kvs[0]["create_revision"])
-        return Grant(lock, token, lease_ms, EtcdHandle(lease_id, key, granted_ttl_s))
+        resp = self.gw.post("/v3/election/campaign", body, timeout_s=timeout_s)
+        return unb64(resp["leader"]["key"]).decode()
 
     def _leader(self, grant: Grant, handle: EtcdHandle) -> dict[str, Any]:
         return {"name": b64(election_name(grant.lock)), "key": b64(handle.key),
@@ -117,23 +86,23 @@ class EtcdElectionClient(EtcdClient):
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         renewed = super().renew(grant, lease_ms)  # keepalive: the lease, hence the key, lives
-        handle = _handle(grant)
+        handle = etcd_handle(grant)
         body = {"leader": self._leader(grant, handle), "value": b64(handle.lease_id)}
         try:
             self.gw.post("/v3/election/proclaim", body)
         except (Refused, Uncertain, GrpcError) as e:
             if isinstance(e, GrpcError) and "not leader" in e.message:
                 raise DefiniteFailure("not-leader", str(e)) from None
-            raise _failure(e, "proclaim") from None
+            raise gateway_failure(e, "proclaim") from None
         return renewed
 
     def release(self, grant: Grant) -> None:
-        handle = _handle(grant)
+        handle = etcd_handle(grant)
         try:
             self.gw.post("/v3/election/resign", {"leader": self._leader(grant, handle)})
         except (Refused, Uncertain, GrpcError) as e:
             if not (isinstance(e, GrpcError) and e.definite):
-                raise _failure(e, "resign") from None
+                raise gateway_failure(e, "resign") from None
             log.debug("etcd-election: resign refused (%s); revoking the lease", e)
         super().release(grant)  # revoke: a 404 says the term had already ended
 
@@ -143,34 +112,13 @@ class ZkElectionClient(ZkClient):
 
     name = "zookeeper-election"
 
-    def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
-        zk = self._client(lease_ms)
-        path = ZK_ELECTION_ROOT + lock
-        try:
-            if path not in self.ensured:
-                self._get(zk.ensure_path_async(path))
-                self.ensured.add(path)
-            before = _owner(self._get(zk.get_children_async(path)))
-        except (KazooException, KazooTimeoutError) as e:
-            raise DefiniteFailure("unavailable", f"before campaigning: {e!r}") from None
-        recipe = Election(zk, path).lock
-        recipe._retry = KazooRetry(max_tries=1, ignore_expire=False)  # one attempt, no retries
-        try:
-            got = recipe.acquire(blocking=True, timeout=timeout_s)
-        except LockTimeout as e:
-            raise self._timed_out(zk, recipe, path, before, e) from None
-        except (KazooException, KazooTimeoutError) as e:
-            raise Indeterminate("connection-lost", f"campaign: {e!r}") from None
-        if not got:
-            raise Indeterminate("connection-lost", "campaign: retry failed")
-        node = f"{path}/{recipe.node}"
-        try:
-            stat = self._get(zk.exists_async(node))
-        except (KazooException, KazooTimeoutError) as e:
-            raise Indeterminate("token-unknown", f"elected, then exists failed: {e!r}") from None
-        if stat is None:
-            raise Indeterminate("lock-lost", "elected, but the node was gone before its term")
-        return Grant(lock, int(stat.czxid), lease_ms, ZkHandle(recipe, node, zk.client_id[0]))
+    verbs = ("campaigning", "campaign", "elected")
+
+    def _path(self, lock: str) -> str:
+        return ZK_ELECTION_ROOT + lock
+
+    def _recipe(self, zk: KazooClient, path: str) -> Lock:
+        return Election(zk, path).lock
 
 
 class RedisLeaseClient(SetnxClient):

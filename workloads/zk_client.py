@@ -68,7 +68,7 @@ class ZkHandle:
     session_id: int
 
 
-def _owner(children: list[str]) -> str | None:
+def lowest_contender(children: list[str]) -> str | None:
     """The contender with the lowest sequence number, as the recipe orders them."""
     contenders = [(m.group(1), c) for c in children if (m := _SEQ.search(c))]
     return min(contenders)[1] if contenders else None
@@ -140,17 +140,28 @@ class ZkClient:
 
     # -- LockClient
 
+    # What acquire says in its outcomes: "locking" / "acquire" / "granted" here; the election
+    # client changes these, the path and the recipe (`_recipe`), nothing else.
+    verbs = ("locking", "acquire", "granted")
+
+    def _path(self, lock: str) -> str:
+        return lock_path(lock)
+
+    def _recipe(self, zk: KazooClient, path: str) -> Lock:
+        return Lock(zk, path)
+
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         zk = self._client(lease_ms)
-        path = lock_path(lock)
+        path = self._path(lock)
+        waiting, call, granted = self.verbs
         try:
             if path not in self.ensured:
                 self._get(zk.ensure_path_async(path))
                 self.ensured.add(path)
-            before = _owner(self._get(zk.get_children_async(path)))
+            before = lowest_contender(self._get(zk.get_children_async(path)))
         except (KazooException, KazooTimeoutError) as e:
-            raise DefiniteFailure("unavailable", f"before locking: {e!r}") from None
-        recipe = Lock(zk, path)
+            raise DefiniteFailure("unavailable", f"before {waiting}: {e!r}") from None
+        recipe = self._recipe(zk, path)
         # One attempt: the recipe's own retry is unlimited by default.
         recipe._retry = KazooRetry(max_tries=1, ignore_expire=False)
         try:
@@ -158,16 +169,16 @@ class ZkClient:
         except LockTimeout as e:
             raise self._timed_out(zk, recipe, path, before, e) from None
         except (KazooException, KazooTimeoutError) as e:
-            raise Indeterminate("connection-lost", f"acquire: {e!r}") from None
+            raise Indeterminate("connection-lost", f"{call}: {e!r}") from None
         if not got:  # the recipe swallowed a ConnectionLoss/OperationTimeout and cleaned up
-            raise Indeterminate("connection-lost", "acquire: retry failed")
+            raise Indeterminate("connection-lost", f"{call}: retry failed")
         node = f"{path}/{recipe.node}"
         try:
             stat = self._get(zk.exists_async(node))
         except (KazooException, KazooTimeoutError) as e:
-            raise Indeterminate("token-unknown", f"granted, then exists failed: {e!r}") from None
+            raise Indeterminate("token-unknown", f"{granted}, then exists failed: {e!r}") from None
         if stat is None:
-            raise Indeterminate("lock-lost", "granted, but the node was gone before its token")
+            raise Indeterminate("lock-lost", f"{granted}, but the node was gone before its token")
         return Grant(lock, int(stat.czxid), lease_ms, ZkHandle(recipe, node, zk.client_id[0]))
 
     def _timed_out(
@@ -187,7 +198,7 @@ class ZkClient:
         return Indeterminate("timeout", str(e))
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
-        handle = _handle(grant)
+        handle = zk_handle(grant)
         if self.session_ms is not None and lease_ms > self.session_ms:
             raise DefiniteFailure("lease-too-long", f"{lease_ms} ms > session {self.session_ms}")
         self._wait_connected()
@@ -205,7 +216,7 @@ class ZkClient:
         return Grant(grant.lock, grant.token, lease_ms, handle)
 
     def release(self, grant: Grant) -> None:
-        handle = _handle(grant)
+        handle = zk_handle(grant)
         self._wait_connected()
         if self.zk is None:
             raise DefiniteFailure("not-connected", "no session")
@@ -221,7 +232,8 @@ class ZkClient:
         self._stop()
 
 
-def _handle(grant: Grant) -> ZkHandle:
+def zk_handle(grant: Grant) -> ZkHandle:
+    """The grant's ZkHandle; DefiniteFailure("not-owner") if it is not a zookeeper grant."""
     if not isinstance(grant.handle, ZkHandle):
         raise DefiniteFailure("not-owner", "not a zookeeper grant")
     return grant.handle
