@@ -67,30 +67,30 @@ return 0
 """
 
 
-def make_redis(options: Mapping[str, Any]) -> redis.Redis:
-    """A redis-py client for endpoints[0] that never retries and times out after op_timeout_s."""
-    host, port = opts.endpoints(options)[0]
-    timeout_s = opts.op_timeout_s(options)
-    extra: dict[str, Any] = {}
+def connection_kwargs(timeout_s: float) -> dict[str, Any]:
+    """redis-py connection arguments: never retry, time out after timeout_s, decode replies."""
+    kw: dict[str, Any] = {
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": timeout_s,
+        # Retry(..., 0) also covers timeouts: retry_on_timeout is deprecated in redis-py 8.
+        "retry": Retry(NoBackoff(), 0),
+        "retry_on_error": [],
+        "health_check_interval": 0,
+        "decode_responses": True,
+    }
     # CLIENT SETINFO on connect is an extra round trip that can fail for reasons of its own;
     # redis-py 8 turns it off with driver_info=None, older versions with lib_name=None.
     if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
-        extra["driver_info"] = None
+        kw["driver_info"] = None
     else:
-        extra["lib_name"] = None
-        extra["lib_version"] = None
-    return redis.Redis(
-        host=host,
-        port=port,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=timeout_s,
-        # Retry(..., 0) also covers timeouts: retry_on_timeout is deprecated in redis-py 8.
-        retry=Retry(NoBackoff(), 0),
-        retry_on_error=[],
-        health_check_interval=0,
-        decode_responses=True,
-        **extra,
-    )
+        kw["lib_name"] = kw["lib_version"] = None
+    return kw
+
+
+def make_redis(options: Mapping[str, Any]) -> redis.Redis:
+    """A redis-py client for endpoints[0] that never retries and times out after op_timeout_s."""
+    host, port = opts.endpoints(options)[0]
+    return redis.Redis(host=host, port=port, **connection_kwargs(opts.op_timeout_s(options)))
 
 
 def _error_code(e: ResponseError) -> str:
@@ -98,12 +98,19 @@ def _error_code(e: ResponseError) -> str:
     return first.lower() if first.isupper() and first else "error-reply"
 
 
-class _Redis:
-    """One redis-py client plus the error mapping shared by both lock clients."""
+class RedisConn:
+    """One redis-py client plus the error mapping shared by the lock clients. Subclasses may
+    refine the mapping (workloads/sentinel_client.py: a client on the sentinels' primary)."""
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        self.client = make_redis(options)
-        self.host, self.port = opts.endpoints(options)[0]
+    def __init__(self, client: redis.Redis, host: str, port: int) -> None:
+        self.client = client
+        self.host, self.port = host, port
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> RedisConn:
+        """A connection to endpoints[0] (see `make_redis`)."""
+        host, port = opts.endpoints(options)[0]
+        return cls(make_redis(options), host, port)
 
     def connect(self) -> None:
         """Make sure the pooled connection is up, so a later failure is surely mid-request."""
@@ -159,8 +166,9 @@ class SetnxClient:
 
     name = "redis-setnx"
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        self._redis = _Redis(options)
+    def __init__(self, options: Mapping[str, Any], conn: RedisConn | None = None) -> None:
+        """conn: the connection to use (default: one to endpoints[0] from the options)."""
+        self._redis = conn if conn is not None else RedisConn.from_options(options)
         self.poll_s = float(options.get("poll_ms", 5)) / 1000.0
         self.prefix = str(options.get("key_prefix", "fc:"))
 
@@ -211,7 +219,7 @@ class RedisPyClient:
     name = "redis-py"
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        self._redis = _Redis(options)
+        self._redis = RedisConn.from_options(options)
         self.poll_s = float(options.get("poll_ms", 5)) / 1000.0
         self.prefix = str(options.get("key_prefix", "fc:"))
 

@@ -16,20 +16,16 @@ the name clusters/sentinel.py monitors), and redis-setnx's `poll_ms`, `key_prefi
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import redis
-from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel
 
 from workloads import options as opts
 from workloads.base import DefiniteFailure
-from workloads.redis_clients import SetnxClient, _Redis
+from workloads.redis_clients import RedisConn, SetnxClient, connection_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -38,35 +34,17 @@ DEFAULT_SERVICE_NAME = "fc-primary"  # = clusters.sentinel.MASTER_NAME
 _DEMOTED = "previous master is now a slave"
 
 
-def connection_kwargs(timeout_s: float) -> dict[str, Any]:
-    """Never retry (redis-py 8 retries by default), time out after timeout_s."""
-    kw: dict[str, Any] = {
-        "socket_timeout": timeout_s,
-        "socket_connect_timeout": timeout_s,
-        "retry": Retry(NoBackoff(), 0),
-        "retry_on_error": [],
-        "health_check_interval": 0,
-        "decode_responses": True,
-    }
-    # No CLIENT SETINFO round trip on connect (redis-py 8: driver_info=None).
-    if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
-        kw["driver_info"] = None
-    else:
-        kw["lib_name"] = kw["lib_version"] = None
-    return kw
+class SentinelConn(RedisConn):
+    """redis-setnx's connection, on the primary the sentinels name."""
 
-
-class _SentinelRedis(_Redis):
-    """redis-setnx's connection wrapper, on the primary the sentinels name."""
-
-    def __init__(self, options: Mapping[str, Any]) -> None:  # no super(): no direct client
+    def __init__(self, options: Mapping[str, Any]) -> None:
         eps = opts.endpoints(options)
         kw = connection_kwargs(opts.op_timeout_s(options))
         self.service_name = str(options.get("service_name", DEFAULT_SERVICE_NAME))
         # redis.sentinel has no type annotations.
         self.sentinel = Sentinel(eps, sentinel_kwargs=kw, **kw)  # type: ignore[no-untyped-call]
-        self.client = self.sentinel.master_for(self.service_name, **kw)  # type: ignore[no-untyped-call]
-        self.host, self.port = eps[0]
+        client = self.sentinel.master_for(self.service_name, **kw)  # type: ignore[no-untyped-call]
+        super().__init__(client, *eps[0])
 
     def connect(self) -> None:
         try:
@@ -103,10 +81,8 @@ class SentinelSetnxClient(SetnxClient):
     name = "redis-sentinel"
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        super().__init__(options)  # poll interval, key prefix; its direct client is unused
-        self._redis.close()
-        self._sentinel = _SentinelRedis(options)
-        self._redis = self._sentinel
+        self._sentinel = SentinelConn(options)
+        super().__init__(options, conn=self._sentinel)
 
     def primary_address(self) -> tuple[str, int]:
         return self._sentinel.primary_address()
