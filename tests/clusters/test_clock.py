@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -24,53 +23,25 @@ from clusters.clock import (
     build_shim,
     check_clock_supported,
 )
-from clusters.local import LocalRemote
 from clusters.redis import RedisService
+from tests.servers import clock_control, random_loopback_nodes, redis_service
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc")
 
 _TIME_PY = "import time; print(time.time())"
 
 
-def free_port(addresses: list[str]) -> int:
-    """A port free on every one of addresses (they are loopback aliases)."""
-    for _ in range(100):
-        port = random.randint(20000, 40000)
-        try:
-            for a in addresses:
-                with socket.socket() as s:
-                    s.bind((a, port))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port")
-
-
-def loopback_nodes(n: int) -> dict[str, LocalRemote]:
-    # A random third octet keeps concurrent test sessions off each other's addresses.
-    net = random.randint(100, 250)
-    return {f"n{i}": LocalRemote(f"n{i}", f"127.0.{net}.{i}") for i in range(1, n + 1)}
-
-
 @pytest.fixture
 def clocks(tmp_path: Path) -> Iterator[ClockControl]:
-    c = ClockControl(tmp_path / "clock", loopback_nodes(2), cache_dir=tmp_path / "cache")
-    c.setup()
-    try:
+    nodes = random_loopback_nodes("n", 2)
+    with clock_control(tmp_path / "clock", nodes, tmp_path / "cache") as c:
         yield c
-    finally:
-        c.reset_all()
 
 
 @pytest.fixture
 def shimmed_redis(clocks: ClockControl, tmp_path: Path) -> Iterator[RedisService]:
-    nodes = clocks.nodes
-    svc = RedisService(port=free_port([r.address for r in nodes.values()]), env_for=clocks.env_for)
-    try:
-        svc.setup(nodes, tmp_path / "store")
+    with redis_service(clocks.nodes, tmp_path / "store", clocks.env_for) as svc:
         yield svc
-    finally:
-        svc.teardown()
 
 
 def _client(svc: RedisService, node: str) -> redis.Redis:

@@ -4,11 +4,8 @@ primary's return as a replica, a forced failover, idempotent teardown."""
 
 from __future__ import annotations
 
-import random
 import shutil
-import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,42 +15,12 @@ from clusters.local import LocalRemote
 from clusters.netns import NetnsRuntime
 from clusters.partition import IptablesNet
 from clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
+from tests import servers
+from tests.servers import sentinel_service
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis")
 
-
-def free_port(addresses: list[str], exclude: int = 0) -> int:
-    for _ in range(100):
-        port = random.randint(20000, 40000)
-        if port == exclude:
-            continue
-        try:
-            for a in addresses:
-                with socket.socket() as s:
-                    s.bind((a, port))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port")
-
-
-def sentinel_service(tmp_path: Path) -> tuple[SentinelService, dict[str, LocalRemote]]:
-    # A random third octet keeps concurrent test sessions off each other's addresses.
-    net = random.randint(100, 250)
-    nodes = {f"s{i}": LocalRemote(f"s{i}", f"127.0.{net}.{i}") for i in (1, 2, 3)}
-    addrs = [n.address for n in nodes.values()]
-    port = free_port(addrs)
-    return SentinelService(port=port, sentinel_port=free_port(addrs, port)), nodes
-
-
-@pytest.fixture
-def sentinel(tmp_path: Path) -> Iterator[SentinelService]:
-    svc, nodes = sentinel_service(tmp_path)
-    try:
-        svc.setup(nodes, tmp_path / "store")
-        yield svc
-    finally:
-        svc.teardown()
+sentinel = servers.sentinel  # the fixture (tests/servers.py)
 
 
 def _pids(svc: SentinelService) -> list[int]:
@@ -99,7 +66,7 @@ def test_forced_failover_and_isolation_grudge(sentinel: SentinelService) -> None
 
 
 def test_teardown_stops_everything_and_is_idempotent(tmp_path: Path) -> None:
-    svc, nodes = sentinel_service(tmp_path)
+    svc, nodes = sentinel_service()
     try:
         svc.setup(nodes, tmp_path / "store")
         pids = _pids(svc)

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,23 +20,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from clusters.clock import ClockControl
-from clusters.local import LocalRemote
 from clusters.redis import RedisService
+from tests.servers import clock_control, random_loopback_nodes, redis_service
 from workloads.base import DefiniteFailure, Grant, LockClient
 from workloads.redlock_clients import PotteryRedlockClient, RedlockRefClient, RefHandle
-
-
-def free_port(addresses: list[str]) -> int:
-    for _ in range(100):
-        port = random.randint(20000, 40000)
-        try:
-            for a in addresses:
-                with socket.socket() as s:
-                    s.bind((a, port))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port")
 
 
 @pytest.fixture(scope="module")
@@ -48,27 +33,16 @@ def shim_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def clocks(tmp_path: Path, shim_cache: Path) -> Iterator[ClockControl]:
-    # A random third octet keeps concurrent test sessions off each other's addresses.
-    net = random.randint(100, 250)
-    nodes = {f"m{i}": LocalRemote(f"m{i}", f"127.0.{net}.{i}") for i in range(1, 6)}
-    c = ClockControl(tmp_path / "clock", nodes, cache_dir=shim_cache)
-    c.setup()
-    try:
+    nodes = random_loopback_nodes("m", 5)
+    with clock_control(tmp_path / "clock", nodes, shim_cache) as c:
         yield c
-    finally:
-        c.reset_all()
 
 
 @pytest.fixture
 def masters(clocks: ClockControl, tmp_path: Path) -> Iterator[RedisService]:
     """Five independent masters whose wall clocks `clocks` can move."""
-    nodes = clocks.nodes
-    svc = RedisService(port=free_port([n.address for n in nodes.values()]), env_for=clocks.env_for)
-    try:
-        svc.setup(nodes, tmp_path / "store")
+    with redis_service(clocks.nodes, tmp_path / "store", clocks.env_for) as svc:
         yield svc
-    finally:
-        svc.teardown()
 
 
 def options(svc: RedisService, **extra: Any) -> dict[str, Any]:

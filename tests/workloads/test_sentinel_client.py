@@ -4,50 +4,18 @@ definite refusal when no sentinel can name a primary."""
 
 from __future__ import annotations
 
-import random
-import socket
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clusters.base import NemesisOp
-from clusters.local import LocalRemote
 from clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
+from tests import servers
 from workloads.base import DefiniteFailure, Grant, Indeterminate
 from workloads.sentinel_client import DEFAULT_SERVICE_NAME, SentinelSetnxClient
 
-
-def free_port(addresses: list[str], exclude: int = 0) -> int:
-    for _ in range(100):
-        port = random.randint(20000, 40000)
-        if port == exclude:
-            continue
-        try:
-            for a in addresses:
-                with socket.socket() as s:
-                    s.bind((a, port))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port")
-
-
-@pytest.fixture
-def sentinel(tmp_path: Path) -> Iterator[SentinelService]:
-    # A random third octet keeps concurrent test sessions off each other's addresses.
-    net = random.randint(100, 250)
-    nodes = {f"s{i}": LocalRemote(f"s{i}", f"127.0.{net}.{i}") for i in (1, 2, 3)}
-    addrs = [n.address for n in nodes.values()]
-    port = free_port(addrs)
-    svc = SentinelService(port=port, sentinel_port=free_port(addrs, port))
-    try:
-        svc.setup(nodes, tmp_path / "store")
-        yield svc
-    finally:
-        svc.teardown()
+sentinel = servers.sentinel  # the fixture (tests/servers.py)
 
 
 def options(svc: SentinelService, **extra: Any) -> dict[str, Any]:
