@@ -27,6 +27,9 @@ def one(store: Path, seed: int, args: list[str]) -> dict[str, object]:
                        capture_output=True, text=True)
     wall = time.monotonic() - t
     run_dir = (store / f"s{seed}" / "latest").resolve()
+    if not (run_dir / "results.json").exists():  # the run failed to start: say why, go on
+        return {"seed": seed, "exit": r.returncode, "ready_s": None, "first_s": None,
+                "kinds": [], "wall_s": wall, "error": r.stderr.strip()[-300:]}
     test = json.loads((run_dir / "test.json").read_text())
     results = json.loads((run_dir / "results.json").read_text())
     first = results["stats"].get("first_violation_ns")
