@@ -1,6 +1,7 @@
 """Shared fixtures: real etcd, ZooKeeper and PostgreSQL servers on loopback addresses.
 
-Import the fixtures you need into a test module (`from tests.backends import etcd_cluster`).
+Import the fixtures you need into a test module (`from tests.backends import etcd_cluster`);
+`etcd`/`zookeeper` start other ensembles on addresses of one's own, `running` any service.
 Each module gets its own servers (module scope), torn down by a finally that also runs when
 setup fails halfway. Addresses are distinct per backend (127.0.44.x etcd, 127.0.45.x ZooKeeper,
 127.0.46.x PostgreSQL) so they never collide with other tests' servers on 127.0.0.1.
@@ -8,14 +9,18 @@ setup fails halfway. Addresses are distinct per backend (127.0.44.x etcd, 127.0.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager as ContextManager
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
+from clusters.base import LockService, Remote
 from clusters.etcd import ETCD, EtcdService
 from clusters.local import LocalRemote
 from clusters.postgres import BIN as PG_BIN
@@ -44,35 +49,47 @@ def store_dir() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def etcd_cluster(store_dir: Path) -> Iterator[EtcdService]:
-    need(ETCD)
-    svc = EtcdService(3)
+S = TypeVar("S", bound=LockService)
+
+
+@contextlib.contextmanager
+def running(svc: S, nodes: Mapping[str, Remote], store: Path) -> Iterator[S]:
+    """The service set up on nodes; torn down on every exit path, a failed setup included."""
     try:
-        svc.setup(loopback_nodes("e", "127.0.44", 3), store_dir / "etcd")
+        svc.setup(nodes, store)
         yield svc
     finally:
         svc.teardown()
+
+
+def etcd(n: int, prefix: str, subnet: str, store: Path) -> ContextManager[EtcdService]:
+    """n etcd members <prefix>1..n at <subnet>.2..n+1; skips the test if etcd is missing."""
+    need(ETCD)
+    return running(EtcdService(n), loopback_nodes(prefix, subnet, n), store)
+
+
+def zookeeper(n: int, prefix: str, subnet: str, store: Path) -> ContextManager[ZookeeperService]:
+    """n ZooKeeper servers as `etcd` does it; skips the test if ZooKeeper is missing."""
+    need(JAVA)
+    need("/usr/share/java/zookeeper.jar")
+    return running(ZookeeperService(n), loopback_nodes(prefix, subnet, n), store)
+
+
+@pytest.fixture(scope="module")
+def etcd_cluster(store_dir: Path) -> Iterator[EtcdService]:
+    with etcd(3, "e", "127.0.44", store_dir / "etcd") as svc:
+        yield svc
 
 
 @pytest.fixture(scope="module")
 def zk_cluster(store_dir: Path) -> Iterator[ZookeeperService]:
-    need(JAVA)
-    need("/usr/share/java/zookeeper.jar")
-    svc = ZookeeperService(3)
-    try:
-        svc.setup(loopback_nodes("z", "127.0.45", 3), store_dir / "zk")
+    with zookeeper(3, "z", "127.0.45", store_dir / "zk") as svc:
         yield svc
-    finally:
-        svc.teardown()
 
 
 @pytest.fixture(scope="module")
 def pg_server(store_dir: Path) -> Iterator[PostgresService]:
     need(f"{PG_BIN}/postgres")
-    svc = PostgresService()
-    try:
-        svc.setup({"pg": LocalRemote("pg", "127.0.46.2")}, store_dir / "pg")
+    node = {"pg": LocalRemote("pg", "127.0.46.2")}
+    with running(PostgresService(), node, store_dir / "pg") as svc:
         yield svc
-    finally:
-        svc.teardown()

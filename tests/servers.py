@@ -20,6 +20,7 @@ from clusters.clock import ClockControl
 from clusters.local import LocalRemote
 from clusters.redis import RedisService
 from clusters.sentinel import SentinelService
+from tests.backends import running
 
 
 def free_port(addresses: list[str], exclude: int = 0) -> int:
@@ -67,12 +68,8 @@ def redis_service(
 ) -> Iterator[RedisService]:
     """Independent redis-server masters on nodes, on a port free on all of them."""
     port = free_port([r.address for r in nodes.values()])
-    svc = RedisService(port=port, env_for=env_for)
-    try:
-        svc.setup(dict(nodes), store)
+    with running(RedisService(port=port, env_for=env_for), nodes, store) as svc:
         yield svc
-    finally:
-        svc.teardown()
 
 
 def sentinel_service() -> tuple[SentinelService, dict[str, LocalRemote]]:
@@ -87,8 +84,5 @@ def sentinel_service() -> tuple[SentinelService, dict[str, LocalRemote]]:
 def sentinel(tmp_path: Path) -> Iterator[SentinelService]:
     """A primary, two replicas and three sentinels on loopback aliases."""
     svc, nodes = sentinel_service()
-    try:
-        svc.setup(nodes, tmp_path / "store")
+    with running(svc, nodes, tmp_path / "store"):
         yield svc
-    finally:
-        svc.teardown()

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from clusters.etcd import ETCD, EtcdService
-from clusters.zookeeper import JAVA, ZookeeperService
-from tests.backends import loopback_nodes, need, store_dir
+from clusters.etcd import EtcdService
+from clusters.zookeeper import ZookeeperService
+from tests.backends import etcd, store_dir, zookeeper
 from tests.workloads.conftest import REPO, StartServer
 from workloads.base import DefiniteFailure, LockClient, StaleToken
 from workloads.leader_clients import EtcdElectionClient, RedisLeaseClient, ZkElectionClient
@@ -58,25 +58,14 @@ client.close()
 @pytest.fixture(scope="module")
 def etcd_one(store_dir: Path) -> Iterator[EtcdService]:
     """One etcd member on an address of its own (127.0.48.x: no clash with other modules)."""
-    need(ETCD)
-    svc = EtcdService(1)
-    try:
-        svc.setup(loopback_nodes("le", "127.0.48", 1), store_dir / "etcd")
+    with etcd(1, "le", "127.0.48", store_dir / "etcd") as svc:
         yield svc
-    finally:
-        svc.teardown()
 
 
 @pytest.fixture(scope="module")
 def zk_one(store_dir: Path) -> Iterator[ZookeeperService]:
-    need(JAVA)
-    need("/usr/share/java/zookeeper.jar")
-    svc = ZookeeperService(1)
-    try:
-        svc.setup(loopback_nodes("lz", "127.0.49", 1), store_dir / "zk")
+    with zookeeper(1, "lz", "127.0.49", store_dir / "zk") as svc:
         yield svc
-    finally:
-        svc.teardown()
 
 
 @pytest.fixture
