@@ -12,6 +12,12 @@ import pytest
 
 from clusters.etcd import EtcdService
 from tests.backends import etcd_cluster, store_dir
+from tests.workloads.lockchecks import (
+    acquire_error,
+    assert_strictly_increasing,
+    assert_waits_then_times_out,
+    take_turns,
+)
 from workloads.base import DefiniteFailure, Indeterminate
 from workloads.etcd_client import EtcdClient, EtcdHandle
 
@@ -36,25 +42,16 @@ def clients(etcd_cluster: EtcdService) -> Iterator[list[EtcdClient]]:
 
 
 def test_tokens_strictly_increase_across_clients(clients: list[EtcdClient]) -> None:
-    a, b, c = clients
-    tokens = []
-    for client in (a, b, c, a, c):
-        g = client.acquire("inc", 5000, 2.0)
+    grants = take_turns(clients, "inc", 5000)
+    for g in grants:
         assert isinstance(g.handle, EtcdHandle) and g.handle.key.startswith("fc/lock/inc/")
-        tokens.append(g.token)
-        client.release(g)
-    assert all(isinstance(t, int) for t in tokens)
-    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+    assert_strictly_increasing([g.token for g in grants])
 
 
 def test_second_client_waits_then_fails_definitely(clients: list[EtcdClient]) -> None:
     a, b, _ = clients
     g = a.acquire("excl", 5000, 2.0)
-    t0 = time.monotonic()
-    with pytest.raises(DefiniteFailure) as e:
-        b.acquire("excl", 5000, 0.5)
-    assert e.value.error == "timeout"  # proven never granted: a held the lock throughout
-    assert time.monotonic() - t0 >= 0.5
+    assert_waits_then_times_out(b, "excl", 5000)
     a.release(g)
     g2 = b.acquire("excl", 5000, 2.0)
     assert g.token is not None and g2.token is not None and g2.token > g.token
@@ -96,12 +93,7 @@ def test_renewal_keeps_the_lock(clients: list[EtcdClient]) -> None:
 
 def test_refused_connection_is_a_definite_failure() -> None:
     c = EtcdClient({"endpoints": ["127.0.44.20:2379", "127.0.44.21:2379"], "op_timeout_s": 0.5})
-    try:
-        with pytest.raises(DefiniteFailure) as e:
-            c.acquire("x", 1000, 1.0)
-        assert e.value.error == "connection-refused"
-    finally:
-        c.close()
+    assert acquire_error(c) == "connection-refused"
 
 
 def test_paused_member_makes_renew_indeterminate(etcd_cluster: EtcdService) -> None:

@@ -12,6 +12,7 @@ import pytest
 from clusters.base import NemesisOp
 from clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
 from tests import servers
+from tests.workloads.lockchecks import acquire_error
 from workloads.base import DefiniteFailure, Grant, Indeterminate
 from workloads.sentinel_client import DEFAULT_SERVICE_NAME, SentinelSetnxClient
 
@@ -77,12 +78,7 @@ def test_client_follows_the_new_primary_after_a_failover(sentinel: SentinelServi
 
 def test_no_primary_is_a_definite_failure(sentinel: SentinelService) -> None:
     c = SentinelSetnxClient(options(sentinel, service_name="nobody"))
-    try:
-        with pytest.raises(DefiniteFailure) as e:
-            c.acquire("L", 1000, 0.0)
-        assert e.value.error == "no-primary"
-    finally:
-        c.close()
+    assert acquire_error(c, timeout_s=0.0, lock="L") == "no-primary"
 
 
 def test_failover_nemesis_pause_leaves_two_masters_granting_one_lock(

@@ -16,6 +16,12 @@ import pytest
 from clusters.zookeeper import ZookeeperService
 from tests.backends import store_dir, zk_cluster
 from tests.conftest import REPO
+from tests.workloads.lockchecks import (
+    acquire_error,
+    assert_strictly_increasing,
+    assert_waits_then_times_out,
+    take_turns,
+)
 from workloads.base import DefiniteFailure
 from workloads.zk_client import ZkClient, ZkHandle
 
@@ -69,25 +75,16 @@ def holder(zk_cluster: ZookeeperService) -> Iterator[Any]:
 
 
 def test_tokens_strictly_increase_across_clients(clients: list[ZkClient]) -> None:
-    a, b, c = clients
-    tokens = []
-    for client in (a, b, c, a, c):
-        g = client.acquire("inc", 4000, 2.0)
+    grants = take_turns(clients, "inc", 4000)
+    for g in grants:
         assert isinstance(g.handle, ZkHandle) and g.handle.path.startswith("/fc/locks/inc/")
-        tokens.append(g.token)
-        client.release(g)
-    assert all(isinstance(t, int) for t in tokens)
-    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+    assert_strictly_increasing([g.token for g in grants])
 
 
 def test_second_client_waits_then_fails_definitely(clients: list[ZkClient]) -> None:
     a, b, _ = clients
     g = a.acquire("excl", 4000, 2.0)
-    t0 = time.monotonic()
-    with pytest.raises(DefiniteFailure) as e:
-        b.acquire("excl", 4000, 0.5)
-    assert e.value.error == "timeout"
-    assert time.monotonic() - t0 >= 0.5
+    assert_waits_then_times_out(b, "excl", 4000)
     a.renew(g, 4000)
     with pytest.raises(DefiniteFailure) as e:
         a.renew(g, 60_000)  # the session timeout is fixed when the session opens
@@ -130,12 +127,7 @@ def test_paused_holder_session_expires(clients: list[ZkClient], holder: Any) -> 
 
 def test_unreachable_ensemble_is_a_definite_failure() -> None:
     c = ZkClient({"endpoints": ["127.0.45.20:2181"], "op_timeout_s": 0.5})
-    try:
-        with pytest.raises(DefiniteFailure) as e:
-            c.acquire("x", 1000, 1.0)
-        assert e.value.error == "connection-refused"
-    finally:
-        c.close()
+    assert acquire_error(c) == "connection-refused"
 
 
 def test_lock_survives_the_crash_of_its_server(
