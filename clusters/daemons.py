@@ -77,14 +77,50 @@ def start_recorded(
 
 class NodeDaemons:
     """Mixin for a service with at most one daemon per node, in `self.daemons` (node name ->
-    Daemon) and run on `self.nodes[node]`. A node missing from `daemons` is killed (or was
-    never started): pause and resume are no-ops there, since a nemesis may overlap pause and
-    kill."""
+    Daemon) and run on `self.nodes[node]`, with its files under `store/nodes/<node>/`. A node
+    missing from `daemons` is killed (or was never started): pause and resume are no-ops there,
+    since a nemesis may overlap pause and kill."""
 
+    name: str
     nodes: dict[str, Remote]
     daemons: dict[str, Daemon]
     env_for: Callable[[str], Mapping[str, str]] | None
     ledger: ProcessLedger | None
+
+    def init_daemons(
+        self,
+        node_count: int | None,
+        env_for: Callable[[str], Mapping[str, str]] | None,
+        ledger: ProcessLedger | None,
+        keep_data: bool,
+    ) -> None:
+        """Set the bookkeeping attributes (call from __init__)."""
+        self.node_count = node_count  # None: as many members as setup is given
+        self.env_for = env_for
+        self.ledger = ledger
+        self.keep_data = keep_data
+        self.nodes = {}
+        self.store: Path | None = None
+        self.daemons = {}
+        self.ready_s: float | None = None  # measured time from start to a ready service
+
+    def adopt_nodes(self, nodes: Mapping[str, Remote], store: Path) -> None:
+        """Take setup's nodes and store, refusing a node count other than the one asked for."""
+        if self.node_count is not None and len(nodes) != self.node_count:
+            raise ClusterError(f"{self.name}: want {self.node_count} nodes, got {len(nodes)}")
+        self.nodes = dict(nodes)
+        self.store = store
+
+    def _node_dir(self, node: str) -> Path:
+        if self.store is None:
+            raise ClusterError(f"{self.name}: not set up")
+        return self.store / "nodes" / node
+
+    def check_exited(self, nodes: list[str], log_name: str) -> None:
+        """While waiting for readiness: fail at once if a node's daemon has exited."""
+        for n in nodes:
+            if n in self.daemons and not self.running(n):
+                raise ClusterError(f"{self.name} on {n} exited; see {self._node_dir(n)}/{log_name}")
 
     def pause(self, node: str) -> None:
         """SIGSTOP the node's daemon; a no-op while it is killed."""

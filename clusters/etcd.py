@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from clusters.base import ClusterError, Daemon, Remote, RemoteError
+from clusters.base import ClusterError, Remote, RemoteError
 from clusters.daemons import NodeDaemons, ProcessLedger
 
 log = logging.getLogger(__name__)
@@ -47,27 +47,17 @@ class EtcdService(NodeDaemons):
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
     ) -> None:
-        self.keep_data = keep_data
-        self.node_count = nodes  # None: as many members as setup is given
-        self.env_for = env_for
+        self.init_daemons(nodes, env_for, ledger, keep_data)
         self.client_port = client_port
         self.peer_port = peer_port
         self.heartbeat_ms = heartbeat_ms
         self.election_ms = election_ms
         self.ready_timeout_s = ready_timeout_s
-        self.ledger = ledger
-        self.nodes: dict[str, Remote] = {}
-        self.store: Path | None = None
-        self.daemons: dict[str, Daemon] = {}
-        self.ready_s: float | None = None  # measured time from start to a healthy cluster
 
     # -- LockService
 
     def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
-        if self.node_count is not None and len(nodes) != self.node_count:
-            raise ClusterError(f"etcd: want {self.node_count} nodes, got {len(nodes)}")
-        self.nodes = dict(nodes)
-        self.store = store
+        self.adopt_nodes(nodes, store)
         t0 = time.monotonic()
         for node in self.nodes:
             self._start(node, state="new")
@@ -123,17 +113,10 @@ class EtcdService(NodeDaemons):
             pending = [n for n in pending if not self.member_healthy(n)]
             if not pending:
                 return
-            for n in pending:
-                if n in self.daemons and not self.nodes[n].alive(self.daemons[n].pid):
-                    raise ClusterError(f"etcd on {n} exited; see {self._node_dir(n)}/etcd.log")
+            self.check_exited(pending, "etcd.log")
             if time.monotonic() > deadline:
                 raise ClusterError(f"etcd not healthy after {timeout_s} s on {', '.join(pending)}")
             time.sleep(0.2)
-
-    def _node_dir(self, node: str) -> Path:
-        if self.store is None:
-            raise ClusterError("etcd: not set up")
-        return self.store / "nodes" / node
 
     def _start(self, node: str, state: str) -> None:
         remote = self.nodes[node]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from clusters.base import ClusterError, Daemon, Remote, RemoteError
+from clusters.base import ClusterError, Remote, RemoteError
 from clusters.daemons import NodeDaemons, ProcessLedger
 
 log = logging.getLogger(__name__)
@@ -61,9 +61,7 @@ class ZookeeperService(NodeDaemons):
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
     ) -> None:
-        self.keep_data = keep_data
-        self.node_count = nodes  # None: as many members as setup is given
-        self.env_for = env_for
+        self.init_daemons(nodes, env_for, ledger, keep_data)
         self.client_port = client_port
         self.quorum_port = quorum_port
         self.election_port = election_port
@@ -71,19 +69,11 @@ class ZookeeperService(NodeDaemons):
         self.max_session_ms = max_session_ms
         self.heap_mb = heap_mb
         self.ready_timeout_s = ready_timeout_s
-        self.ledger = ledger
-        self.nodes: dict[str, Remote] = {}
-        self.store: Path | None = None
-        self.daemons: dict[str, Daemon] = {}
-        self.ready_s: float | None = None
 
     # -- LockService
 
     def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
-        if self.node_count is not None and len(nodes) != self.node_count:
-            raise ClusterError(f"zookeeper: want {self.node_count} nodes, got {len(nodes)}")
-        self.nodes = dict(nodes)
-        self.store = store
+        self.adopt_nodes(nodes, store)
         t0 = time.monotonic()
         for node in self.nodes:
             self._configure(node)
@@ -146,21 +136,12 @@ class ZookeeperService(NodeDaemons):
             pending = [n for n, m in zip(pending, modes, strict=True) if m not in _SERVING]
             if not pending:
                 return
-            for n in pending:
-                if n in self.daemons and not self.nodes[n].alive(self.daemons[n].pid):
-                    raise ClusterError(
-                        f"zookeeper on {n} exited; see {self._node_dir(n)}/zookeeper.log"
-                    )
+            self.check_exited(pending, "zookeeper.log")
             if time.monotonic() > deadline:
                 raise ClusterError(
                     f"zookeeper not serving after {timeout_s} s on {', '.join(pending)}"
                 )
             time.sleep(0.2)
-
-    def _node_dir(self, node: str) -> Path:
-        if self.store is None:
-            raise ClusterError("zookeeper: not set up")
-        return self.store / "nodes" / node
 
     def _conf_dir(self, node: str) -> Path:
         return self._node_dir(node) / "zookeeper"
