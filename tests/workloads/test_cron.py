@@ -199,9 +199,11 @@ def test_a_stalled_runner_executes_a_done_job_late(
     d = result.details
     if late == "executed twice":
         assert d["jobs_executed_more_than_once"] == 1 and d["duplicate_rate"] > 0
-        # the lock checks see the stale execution for what it is
-        assert "stale-write-accepted" in {v.kind for v in analyze(ops).checks["fencing"]
-                                          .violations}
+        # A lock for efficiency: the duplicate is reported as a rate, never as a violation
+        # (the jobs check alone judges executions; the lock checks leave job writes to it).
+        results = analyze(ops)
+        assert results.valid is True
+        assert results.checks["jobs"].details["jobs_executed_more_than_once"] == 1
     elif late == "deduplicated":
         assert d["executions_deduplicated"] == 1 and d["mode"] == "correctness"
     else:
