@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+import redis
 
 from clusters.base import NemesisOp
 from clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
@@ -90,6 +91,11 @@ def test_failover_nemesis_pause_leaves_two_masters_granting_one_lock(
     nem = FailoverNemesis(sentinel, mode="pause")
     try:
         a.release(a.acquire("L", 1000, 0.5))  # a's pooled connection is to s1
+        host, port = address_of(sentinel, "s1")
+        with redis.Redis(host=host, port=port, socket_timeout=5) as primary:
+            # the first token must reach both replicas before the primary goes, or the new
+            # primary's counter starts lower and the two grants' tokens differ
+            assert primary.wait(2, 5000) == 2
         started = nem.invoke(NemesisOp("start-failover", {"holder": None, "clients": []}))
         assert started == {"primary": "s1", "mode": "pause"}
         new = sentinel.wait_for_new_primary("s1", timeout_s=20)
