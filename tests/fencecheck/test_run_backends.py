@@ -87,8 +87,11 @@ def test_redlock_with_a_majority_clock_jump_double_grants(tmp_path: Path, client
 
 
 def test_redlock_restarted_without_persistence_double_grants(tmp_path: Path) -> None:
+    # Critical sections (3 x 800 ms) that outlast a kill and restart of a majority, within a
+    # 10 s lease: the restarted masters forgot the key while its holder is still inside.
     must_find(tmp_path, "kill", {"double-grant"}, "--backend", "redlock", "--nemesis", "kill",
-              "--persistence", "off", "--think-ms", "300", "--time-limit", "20")
+              "--persistence", "off", "--lease-ms", "10000", "--think-ms", "800",
+              "--fault-duration", "0.3,1.0", "--time-limit", "20")
 
 
 def test_sentinel_failover_double_grants(tmp_path: Path) -> None:
