@@ -42,8 +42,8 @@ def _child(mode: str, path: Path) -> dict[str, Any]:
         out["parse_s"] = time.process_time() - t0
         out["events"] = n
     else:
-        from checker.analyze import analyze
-        from checker.history import load_ops
+        from fencecheck.checker.analyze import analyze
+        from fencecheck.checker.history import load_ops
 
         t0 = time.process_time()
         ops = load_ops(path)

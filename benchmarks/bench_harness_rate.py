@@ -28,8 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from workloads.eventlog import read_log  # noqa: E402
-from workloads.worker import WorkerConfig  # noqa: E402
+from fencecheck.workloads.eventlog import read_log  # noqa: E402
+from fencecheck.workloads.worker import WorkerConfig  # noqa: E402
 
 log = logging.getLogger("bench_harness_rate")
 
@@ -84,7 +84,8 @@ def start_redis(workdir: Path) -> Iterator[str]:
 @contextlib.contextmanager
 def start_store(workdir: Path, fencing: bool) -> Iterator[str]:
     port = free_port()
-    with _serving([sys.executable, "-m", "workloads.store", "--host", "127.0.0.1", "--port",
+    with _serving([sys.executable, "-m", "fencecheck.workloads.store",
+                   "--host", "127.0.0.1", "--port",
                    str(port), "--fencing", "on" if fencing else "off", "--log",
                    str(workdir / "store.log")], port) as address:
         yield address
@@ -145,7 +146,7 @@ def run_workers(workdir: Path, redis_address: str, store_address: str, *, worker
             cfg.dump(workdir / f"w{i}.json")
             configs.append(cfg)
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "workloads.worker", str(workdir / f"w{i}.json")],
+                [sys.executable, "-m", "fencecheck.workloads.worker", str(workdir / f"w{i}.json")],
                 cwd=REPO, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(seconds)
         for p in procs:

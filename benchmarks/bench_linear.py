@@ -25,9 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from checker.base import Op
-from checker.formats import load_any
-from checker.linear import check_linearizable
+from fencecheck.checker.base import Op
+from fencecheck.checker.formats import load_any
+from fencecheck.checker.linear import check_linearizable
 
 log = logging.getLogger("bench_linear")
 

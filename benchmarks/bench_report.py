@@ -26,9 +26,9 @@ sys.path.insert(0, str(HERE))
 
 from gen_history import SimConfig, simulate, write_jsonl  # noqa: E402
 
-from checker.analyze import analyze  # noqa: E402
-from checker.history import load_ops  # noqa: E402
-from reports.html import write_report  # noqa: E402
+from fencecheck.checker.analyze import analyze  # noqa: E402
+from fencecheck.checker.history import load_ops  # noqa: E402
+from fencecheck.reports.html import write_report  # noqa: E402
 
 log = logging.getLogger("bench_report")
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checker.base import Event
-from checker.grants import build_grants
-from checker.history import pair
+from fencecheck.checker.base import Event
+from fencecheck.checker.grants import build_grants
+from fencecheck.checker.history import pair
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from checker.base import NEMESIS, CheckResult, Op, Results, combine
-from checker.counter import counter
-from checker.exclusion import exclusion
-from checker.fencing import fencing
-from checker.grants import GrantTable, build_grants
-from checker.history import gc_paused
-from checker.jobs import check_jobs, job_id
-from checker.mutex import mutex
+from fencecheck.checker.base import NEMESIS, CheckResult, Op, Results, combine
+from fencecheck.checker.counter import counter
+from fencecheck.checker.exclusion import exclusion
+from fencecheck.checker.fencing import fencing
+from fencecheck.checker.grants import GrantTable, build_grants
+from fencecheck.checker.history import gc_paused
+from fencecheck.checker.jobs import check_jobs, job_id
+from fencecheck.checker.mutex import mutex
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from checker.base import CheckResult, Op, op_ref
-from checker.grants import Collector, GrantTable, build_grants, seconds, who
+from fencecheck.checker.base import CheckResult, Op, op_ref
+from fencecheck.checker.grants import Collector, GrantTable, build_grants, seconds, who
 
 
 def counter(ops: Sequence[Op], *, grants: GrantTable | None = None) -> CheckResult:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 
-from checker.base import CheckResult, Op, op_ref
-from checker.grants import Collector, GrantTable, build_grants, seconds, tok, who
+from fencecheck.checker.base import CheckResult, Op, op_ref
+from fencecheck.checker.grants import Collector, GrantTable, build_grants, seconds, tok, who
 
 
 def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: list[int],

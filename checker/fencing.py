@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from checker.base import CheckResult, Op, op_ref
-from checker.grants import Collector, Grant, GrantTable, build_grants, seconds, who
+from fencecheck.checker.base import CheckResult, Op, op_ref
+from fencecheck.checker.grants import Collector, Grant, GrantTable, build_grants, seconds, who
 
 
 def _regressions(table: GrantTable, found: Collector) -> tuple[int, int]:

@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, cast
 
-from checker.base import NEMESIS, Event, EventType, HistoryError, Op
-from checker.history import load_ops, pair
+from fencecheck.checker.base import NEMESIS, Event, EventType, HistoryError, Op
+from fencecheck.checker.history import load_ops, pair
 
 FORMATS: Final = ("jsonl", "edn", "jepsen-log")
 _LOCK_FS: Final = frozenset(("acquire", "release", "renew"))
@@ -308,7 +308,7 @@ def read_events(path: Path, fmt: str | None = None) -> list[Event]:
     if fmt == "jepsen-log":
         return read_jepsen_log_events(path)
     if fmt == "jsonl":
-        from checker.history import read_events as read_jsonl
+        from fencecheck.checker.history import read_events as read_jsonl
 
         return list(read_jsonl(path))
     raise HistoryError(str(path), 0, f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.base import NEMESIS, Op, OpRef, Process, Violation, op_ref
+from fencecheck.checker.base import NEMESIS, Op, OpRef, Process, Violation, op_ref
 
 MAX_REPORTED = 100  # violations listed per check; all are counted in the check's details
 NS_PER_MS = 1_000_000

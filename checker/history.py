@@ -24,7 +24,15 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, cast
 
-from checker.base import EVENT_TYPES, NEMESIS, Completion, Event, HistoryError, Op, Process
+from fencecheck.checker.base import (
+    EVENT_TYPES,
+    NEMESIS,
+    Completion,
+    Event,
+    HistoryError,
+    Op,
+    Process,
+)
 
 log = logging.getLogger(__name__)
 

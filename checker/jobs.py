@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from checker.base import CheckResult, Op, op_ref
-from checker.grants import Collector, seconds, tok, who
+from fencecheck.checker.base import CheckResult, Op, op_ref
+from fencecheck.checker.grants import Collector, seconds, tok, who
 
 JOB_PREFIX = "job:"
 

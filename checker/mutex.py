@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from checker.base import CheckResult, Op
-from checker.grants import Collector, Grant, GrantTable, build_grants, seconds, tok, who
+from fencecheck.checker.base import CheckResult, Op
+from fencecheck.checker.grants import Collector, Grant, GrantTable, build_grants, seconds, tok, who
 
 _Stretch = tuple[int, float, str, Grant]  # start, end, ended_by, grant
 

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from clusters.base import ClusterError, NemesisOp, Remote
-from clusters.local import LocalRemote
+from fencecheck.clusters.base import ClusterError, NemesisOp, Remote
+from fencecheck.clusters.local import LocalRemote
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from clusters.base import ClusterError, Daemon, Remote
+from fencecheck.clusters.base import ClusterError, Daemon, Remote
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ removes by label, so `fencecheck teardown` also finds containers a crash left un
 Files: the run's store directory is bind-mounted into every container at the same path, so the
 services' configs, data and logs (`store/nodes/<node>/...`) are written straight into the store
 and `put_file`/`get_file` under it are plain copies. The project and its Python are mounted
-read-only at their host paths too, so the resource server (`sys.executable -m workloads.store`)
+read-only at their host paths too, so the resource server
+(`sys.executable -m fencecheck.workloads.store`)
 runs in a container unchanged.
 
 Commands enter a container's namespaces with `nsenter` on its init pid rather than `docker exec`
@@ -44,8 +45,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from clusters.base import Cluster, ClusterError, CommandResult, Daemon, RemoteError
-from clusters.ledger import (
+from fencecheck.clusters.base import Cluster, ClusterError, CommandResult, Daemon, RemoteError
+from fencecheck.clusters.ledger import (
     Ledger,
     TeardownError,
     check_run_id,
@@ -53,8 +54,8 @@ from clusters.ledger import (
     register_undo,
     teardown_records,
 )
-from clusters.local import LocalRemote
-from clusters.netns import NODE_RE, namespace_name, veth_name
+from fencecheck.clusters.local import LocalRemote
+from fencecheck.clusters.netns import NODE_RE, namespace_name, veth_name
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ class DockerRuntime:
         self._validate(nodes)
         from docker.types import IPAMConfig, IPAMPool
 
-        from clusters.image import ensure_image
+        from fencecheck.clusters.image import ensure_image
 
         self._client = client = docker_client()
         image = self.image or ensure_image(client)

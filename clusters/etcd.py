@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from clusters.base import ClusterError, Remote, RemoteError
-from clusters.daemons import NodeDaemons, ProcessLedger
+from fencecheck.clusters.base import ClusterError, Remote, RemoteError
+from fencecheck.clusters.daemons import NodeDaemons, ProcessLedger
 
 log = logging.getLogger(__name__)
 

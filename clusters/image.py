@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from clusters.base import ClusterError
+from fencecheck.clusters.base import ClusterError
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def image_status(client: Any) -> tuple[bool, str]:
     if tag is not None:
         return True, tag
     how = "" if shutil.which("debootstrap") else "apt-get install debootstrap, then "
-    return False, f"node image not built: {how}python -m clusters.image (minutes, once)"
+    return False, f"node image not built: {how}python -m fencecheck.clusters.image (minutes, once)"
 
 
 def ensure_image(client: Any) -> str:
@@ -167,17 +167,18 @@ def build(client: Any, base: str, tag: str) -> None:
 
 
 def main() -> None:
-    """`python -m clusters.image`: build the node image now (CI does this once per machine)."""
+    """`python -m fencecheck.clusters.image`: build the node image now (CI does this once per
+    machine)."""
     import sys
 
-    from clusters.docker import docker_client
+    from fencecheck.clusters.docker import docker_client
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     t0 = time.monotonic()
     try:
         tag = ensure_image(docker_client())
     except ClusterError as e:
-        logging.getLogger("clusters.image").error("%s", e)
+        logging.getLogger("fencecheck.clusters.image").error("%s", e)
         sys.exit(3)
     log.info("%s ready (%.0f s)", tag, time.monotonic() - t0)
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from clusters.base import ClusterError
+from fencecheck.clusters.base import ClusterError
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from clusters.base import CommandResult, Daemon, RemoteError
+from fencecheck.clusters.base import CommandResult, Daemon, RemoteError
 
 log = logging.getLogger(__name__)
 

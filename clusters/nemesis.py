@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from clusters.base import ClusterError, Killable, NemesisOp
+from fencecheck.clusters.base import ClusterError, Killable, NemesisOp
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from clusters.base import Cluster, ClusterError, CommandResult, RemoteError
-from clusters.ledger import Ledger, TeardownError, check_run_id, teardown_records
-from clusters.local import LocalRemote
+from fencecheck.clusters.base import Cluster, ClusterError, CommandResult, RemoteError
+from fencecheck.clusters.ledger import Ledger, TeardownError, check_run_id, teardown_records
+from fencecheck.clusters.local import LocalRemote
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 import networkx as nx
 
-from clusters.base import Cluster, ClusterError, Grudge, NemesisOp, Remote, RemoteError
-from clusters.ledger import NETNS_DIR, NETNS_NAME_RE, Ledger, check_run_id
+from fencecheck.clusters.base import Cluster, ClusterError, Grudge, NemesisOp, Remote, RemoteError
+from fencecheck.clusters.ledger import NETNS_DIR, NETNS_NAME_RE, Ledger, check_run_id
 
 log = logging.getLogger(__name__)
 

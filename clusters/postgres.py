@@ -25,8 +25,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from clusters.base import ClusterError, Daemon, Remote, RemoteError
-from clusters.daemons import ProcessLedger, start_recorded, stop_daemon
+from fencecheck.clusters.base import ClusterError, Daemon, Remote, RemoteError
+from fencecheck.clusters.daemons import ProcessLedger, start_recorded, stop_daemon
 
 log = logging.getLogger(__name__)
 

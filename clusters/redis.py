@@ -26,9 +26,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
-from clusters.base import ClusterError, Daemon, Remote, RemoteError
-from clusters.daemons import start_recorded, stop_daemon
-from clusters.ledger import Ledger
+from fencecheck.clusters.base import ClusterError, Daemon, Remote, RemoteError
+from fencecheck.clusters.daemons import start_recorded, stop_daemon
+from fencecheck.clusters.ledger import Ledger
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from clusters.base import ClusterError, Daemon, Grudge, NemesisOp, Net, Remote, RemoteError
-from clusters.daemons import start_recorded, stop_daemon
-from clusters.ledger import NETNS_NAME_RE, Ledger
-from clusters.redis import Persistence, RedisService
+from fencecheck.clusters.base import (
+    ClusterError,
+    Daemon,
+    Grudge,
+    NemesisOp,
+    Net,
+    Remote,
+    RemoteError,
+)
+from fencecheck.clusters.daemons import start_recorded, stop_daemon
+from fencecheck.clusters.ledger import NETNS_NAME_RE, Ledger
+from fencecheck.clusters.redis import Persistence, RedisService
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +353,7 @@ class SentinelService:
 def _netns_net(service: SentinelService) -> Net | None:
     """An IptablesNet over the service's nodes if they are netns nodes of one run, else None.
     Its chains live inside the run's namespaces and go away with them."""
-    from clusters.partition import IptablesNet  # only netns runs need iptables
+    from fencecheck.clusters.partition import IptablesNet  # only netns runs need iptables
 
     runs = set()
     for r in service._nodes.values():

@@ -38,12 +38,18 @@ from typing import Any
 
 import paramiko
 
-from clusters.base import Cluster, ClusterError, CommandResult, Daemon, RemoteError
-from clusters.docker import undo_host_chain
-from clusters.ledger import Ledger, TeardownError, check_run_id, register_undo, teardown_records
-from clusters.local import LocalRemote
-from clusters.netns import NODE_RE
-from clusters.partition import chain_name
+from fencecheck.clusters.base import Cluster, ClusterError, CommandResult, Daemon, RemoteError
+from fencecheck.clusters.docker import undo_host_chain
+from fencecheck.clusters.ledger import (
+    Ledger,
+    TeardownError,
+    check_run_id,
+    register_undo,
+    teardown_records,
+)
+from fencecheck.clusters.local import LocalRemote
+from fencecheck.clusters.netns import NODE_RE
+from fencecheck.clusters.partition import chain_name
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from clusters.base import ClusterError, Remote, RemoteError
-from clusters.daemons import NodeDaemons, ProcessLedger
+from fencecheck.clusters.base import ClusterError, Remote, RemoteError
+from fencecheck.clusters.daemons import NodeDaemons, ProcessLedger
 
 log = logging.getLogger(__name__)
 

@@ -10,18 +10,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusters.base import ClusterError, LockService, Remote
+from fencecheck.clusters.base import ClusterError, LockService, Remote
 from fencecheck.config import ConfigError, RunConfig
 
 STORE_PORT = 7000
 
 # backend -> "module:Class" of its LockService, built with `service_options`.
 SERVICES: dict[str, str] = {
-    "redis": "clusters.redis:RedisService",
-    "redlock": "clusters.redis:RedisService",
-    "redis-sentinel": "clusters.sentinel:SentinelService",
-    "etcd": "clusters.etcd:EtcdService",
-    "zookeeper": "clusters.zookeeper:ZookeeperService",
+    "redis": "fencecheck.clusters.redis:RedisService",
+    "redlock": "fencecheck.clusters.redis:RedisService",
+    "redis-sentinel": "fencecheck.clusters.sentinel:SentinelService",
+    "etcd": "fencecheck.clusters.etcd:EtcdService",
+    "zookeeper": "fencecheck.clusters.zookeeper:ZookeeperService",
 }
 
 # The clients a backend can drive (the first is its default).
@@ -43,9 +43,9 @@ def _load(spec: str) -> Any:
 
 
 RUNTIMES: dict[str, str] = {
-    "netns": "clusters.netns:NetnsRuntime",
-    "docker": "clusters.docker:DockerRuntime",
-    "ssh": "clusters.ssh:SshRuntime",
+    "netns": "fencecheck.clusters.netns:NetnsRuntime",
+    "docker": "fencecheck.clusters.docker:DockerRuntime",
+    "ssh": "fencecheck.clusters.ssh:SshRuntime",
 }
 
 
@@ -84,7 +84,7 @@ def check_compatible(cfg: RunConfig) -> None:
     if cfg.resource == "etcd" and cfg.backend != "etcd":
         raise ConfigError("bad configuration: resource: 'etcd' needs --backend etcd")
     if "clock" in cfg.faults:
-        clock = _load("clusters.clock:check_clock_supported")
+        clock = _load("fencecheck.clusters.clock:check_clock_supported")
         try:
             clock(cfg.backend)
         except ClusterError as e:
@@ -130,7 +130,7 @@ def store_argv(remote: Remote, fencing: bool, log: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "workloads.store",
+        "fencecheck.workloads.store",
         "--host",
         remote.address,
         "--port",
@@ -145,6 +145,6 @@ def store_argv(remote: Remote, fencing: bool, log: Path) -> list[str]:
 def make_resource_service(cfg: RunConfig) -> LockService | None:
     """The resource's own server where it needs one beside the store (postgres)."""
     if cfg.resource == "postgres":
-        service: LockService = _load("clusters.postgres:PostgresService")()
+        service: LockService = _load("fencecheck.clusters.postgres:PostgresService")()
         return service
     return None

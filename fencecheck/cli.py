@@ -17,7 +17,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
-from checker.base import CheckerError, Results
+from fencecheck.checker.base import CheckerError, Results
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -85,8 +85,8 @@ def check(
         "--time-limit", help="seconds for the model check; past it the verdict is unknown")] = 60.0,
 ) -> None:
     """Check a history for mutual-exclusion and fencing violations."""
-    from checker.analyze import analyze
-    from checker.base import combine
+    from fencecheck.checker.analyze import analyze
+    from fencecheck.checker.base import combine
 
     run_dir: Path | None = None
     if path.is_dir():
@@ -95,7 +95,7 @@ def check(
     if not path.exists():
         fail(f"{path}: no such file")
     try:
-        from checker.formats import load_any
+        from fencecheck.checker.formats import load_any
 
         ops = load_any(path, fmt)
         results = analyze(ops, max_drift=max_drift)
@@ -105,7 +105,7 @@ def check(
             err.print("note: the locks have no leases: also checking them against the mutex "
                       "model (--model to choose another)")
         if model is not None:
-            from checker.linear import check_linearizable
+            from fencecheck.checker.linear import check_linearizable
 
             res = check_linearizable(ops, model, time_limit)
             results.checks["linearizable"] = res
@@ -196,12 +196,12 @@ def run(
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log to stderr")] = False,
 ) -> None:
     """Run one test end to end and check it."""
-    from clusters.base import ClusterError
+    from fencecheck.clusters.base import ClusterError
     from fencecheck.config import ConfigError, make_config
     from fencecheck.controller import run as run_test
     from fencecheck.progress import ProgressLine
     from fencecheck.store import StoreError
-    from workloads.base import WorkloadError
+    from fencecheck.workloads.base import WorkloadError
 
     if fencing not in ("on", "off"):
         fail(f"bad configuration: fencing: expected on or off, got {fencing!r}")
@@ -247,7 +247,7 @@ def run(
         out.print(f"report:        {report}")
     if junit is not None:
         try:
-            from reports.junit import write_junit
+            from fencecheck.reports.junit import write_junit
 
             write_junit([outcome.run_dir], junit, suite="fencecheck run")
         except (ImportError, OSError) as e:
@@ -261,10 +261,10 @@ def teardown(
     all_runs: Annotated[bool, typer.Option("--all", help="every run this machine knows of")] = False,
 ) -> None:
     """Remove what a killed run left behind (namespaces, processes, rules), by recorded names."""
-    from clusters.base import ClusterError
-    from clusters.ledger import teardown_all, teardown_run
+    from fencecheck.clusters.base import ClusterError
+    from fencecheck.clusters.ledger import teardown_all, teardown_run
 
-    for runtime in ("clusters.docker", "clusters.ssh"):  # they register their undo kinds
+    for runtime in ("fencecheck.clusters.docker", "fencecheck.clusters.ssh"):  # they register their undo kinds
         with contextlib.suppress(ImportError):
             importlib.import_module(runtime)
     try:

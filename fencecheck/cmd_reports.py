@@ -13,8 +13,8 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from checker.base import CheckerError
-from reports.rundata import ReportError
+from fencecheck.checker.base import CheckerError
+from fencecheck.reports.rundata import ReportError
 
 BAD_INPUT = 3
 out = Console(highlight=False)
@@ -35,7 +35,7 @@ def report(
     run_dir: Annotated[Path, typer.Argument(help="a run directory holding history.jsonl")],
 ) -> None:
     """Write RUN_DIR/report.html (plotly's JS goes to the store's _static/)."""
-    from reports.html import write_report
+    from fencecheck.reports.html import write_report
 
     try:
         path = write_report(run_dir)
@@ -56,9 +56,9 @@ def compare(
     ] = None,
 ) -> None:
     """Compare runs: a matrix of backend × client × resource × nemesis × fencing."""
-    from reports.compare import compare as do_compare
-    from reports.junit import write_junit
-    from reports.rundata import find_runs
+    from fencecheck.reports.compare import compare as do_compare
+    from fencecheck.reports.junit import write_junit
+    from fencecheck.reports.rundata import find_runs
 
     try:
         html_path, csv_path = do_compare(paths, out_dir)
@@ -80,7 +80,7 @@ def serve(
     port: Annotated[int, typer.Option(help="port to bind (0: any free port)")] = 8000,
 ) -> None:
     """Serve a store's runs, reports and logs to a local browser (Ctrl-C stops)."""
-    from reports.serve import serve as do_serve
+    from fencecheck.reports.serve import serve as do_serve
 
     def ready(url: str) -> None:
         out.print(f"serving {store} at {url} (Ctrl-C to stop)", markup=False)

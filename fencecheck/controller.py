@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checker.base import Results
-from clusters.base import Cluster, LockService, Remote
-from clusters.base import Pausable as PausableService
-from clusters.nemesis import PauseNemesis, PauseTarget, process_target
 from fencecheck import backends
+from fencecheck.checker.base import Results
+from fencecheck.clusters.base import Cluster, LockService, Remote
+from fencecheck.clusters.base import Pausable as PausableService
+from fencecheck.clusters.nemesis import PauseNemesis, PauseTarget, process_target
 from fencecheck.config import ConfigError, RunConfig
 from fencecheck.merge import merge_logs
 from fencecheck.progress import Progress, ProgressFn
@@ -53,7 +53,7 @@ def _wait_port(remote: Remote, host: str, port: int, timeout_s: float) -> None:
         if res.returncode == 0:
             return
         if time.monotonic() > deadline:
-            from clusters.base import RemoteError
+            from fencecheck.clusters.base import RemoteError
 
             raise RemoteError(res, f"nothing listens on {host}:{port} after {timeout_s} s")
         time.sleep(0.05)
@@ -109,8 +109,8 @@ def _run(cfg: RunConfig, run_dir: Path, run_id: str, progress: ProgressFn) -> Ru
         n = merge_logs(logs, run_dir / "history.jsonl")
         log.info("history: %d events", n)
     progress(Progress("checking"))
-    from checker.analyze import analyze
-    from checker.history import load_ops
+    from fencecheck.checker.analyze import analyze
+    from fencecheck.checker.history import load_ops
 
     results = analyze(load_ops(run_dir / "history.jsonl"), max_drift=cfg.max_drift)
     write_json(run_dir / "results.json", results.to_json())
@@ -129,7 +129,7 @@ def _run(cfg: RunConfig, run_dir: Path, run_id: str, progress: ProgressFn) -> Ru
 def _write_report(run_dir: Path, progress: ProgressFn) -> None:
     progress(Progress("report"))
     try:
-        from reports.html import write_report
+        from fencecheck.reports.html import write_report
     except ImportError:
         log.info("no HTML report in this build")
         return
@@ -157,7 +157,7 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
         env_for = None
         clock: Any = None
         if "clock" in cfg.faults:
-            from clusters.clock import ClockControl
+            from fencecheck.clusters.clock import ClockControl
 
             clock = ClockControl(run_dir / "clock")
             stack.callback(clock.reset_all)
@@ -240,23 +240,23 @@ def _make_nemeses(cfg: RunConfig, service: LockService, workers: list[Worker],
                     targets[n] = _server_target(service, n)
             nemeses["pause"] = PauseNemesis(targets)
         elif fault == "kill":
-            from clusters.base import Killable
-            from clusters.nemesis import KillNemesis
+            from fencecheck.clusters.base import Killable
+            from fencecheck.clusters.nemesis import KillNemesis
 
             if not isinstance(service, Killable):
                 raise ConfigError(f"nemesis: kill: {cfg.backend} cannot be killed")
             nemeses["kill"] = KillNemesis(service)
         elif fault == "partition":
-            from clusters.partition import PartitionNemesis
+            from fencecheck.clusters.partition import PartitionNemesis
 
             nemeses["partition"] = PartitionNemesis(cluster, servers, backends.RESOURCE_NODE,
                                                     run_id=run_id, ledger=ledger, rng=rng)
         elif fault == "clock":
-            from clusters.clock import ClockNemesis
+            from fencecheck.clusters.clock import ClockNemesis
 
             nemeses["clock"] = ClockNemesis(clock, servers, lease_ms=cfg.lease_ms, rng=rng)
         elif fault == "failover":
-            from clusters.sentinel import FailoverNemesis, SentinelService
+            from fencecheck.clusters.sentinel import FailoverNemesis, SentinelService
 
             if not isinstance(service, SentinelService):
                 raise ConfigError("nemesis: failover needs --backend redis-sentinel")

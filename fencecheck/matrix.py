@@ -413,8 +413,8 @@ def _rel(target: Path, start: Path) -> str:
 
 def _write_compare(results: Sequence[RowResult], out_dir: Path) -> tuple[Path | None, str | None]:
     """reports.compare over this matrix's runs, with a section naming each row's expectation."""
-    from reports.compare import compare
-    from reports.rundata import ReportError
+    from fencecheck.reports.compare import compare
+    from fencecheck.reports.rundata import ReportError
 
     run_dirs = [r.run_dir for rr in results for r in rr.runs
                 if r.run_dir is not None and (r.run_dir / "test.json").is_file()]
@@ -529,11 +529,11 @@ def _write_json(outcome: MatrixOutcome, path: Path) -> None:
 def _child(argv: Sequence[str]) -> int:
     """`python -m fencecheck.matrix CONFIG.json RESULT.json`: one run through the controller;
     RESULT.json gets the run directory and exit code, or the one-line error (exit 3)."""
-    from checker.base import CheckerError
-    from clusters.base import ClusterError
+    from fencecheck.checker.base import CheckerError
+    from fencecheck.clusters.base import ClusterError
     from fencecheck.controller import run
     from fencecheck.store import StoreError
-    from workloads.base import WorkloadError
+    from fencecheck.workloads.base import WorkloadError
 
     # The controller lowers the root level to DEBUG for its own log file; this log keeps warnings.
     handler = logging.StreamHandler()

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from clusters.base import NemesisOp
+from fencecheck.clusters.base import NemesisOp
 from fencecheck.config import RunConfig
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.signals import Interrupted

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusters.base import ClientNode
+from fencecheck.clusters.base import ClientNode
 from fencecheck.config import RunConfig
 from fencecheck.store import write_json
 
@@ -61,7 +61,7 @@ def worker_config(cfg: RunConfig, i: int, w: Worker, copts: dict[str, Any],
 def spawn(w: Worker, run_dir: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
     with open(run_dir / "nodes" / w.name / "worker.log", "ab") as out:
         return w.node.spawn(
-            [sys.executable, "-m", "workloads.worker", str(w.config), *extra],
+            [sys.executable, "-m", "fencecheck.workloads.worker", str(w.config), *extra],
             stdout=out,
             stderr=subprocess.STDOUT,
         )

@@ -19,10 +19,10 @@ from urllib.parse import quote
 import pandas as pd
 from markupsafe import Markup
 
-from checker.base import NEMESIS
-from reports.html import env, static_text, write_atomic, write_report
-from reports.rundata import ReportError, RunData, find_runs, load_run, violation_counts
-from reports.timeline import NS, percentile
+from fencecheck.checker.base import NEMESIS
+from fencecheck.reports.html import env, static_text, write_atomic, write_report
+from fencecheck.reports.rundata import ReportError, RunData, find_runs, load_run, violation_counts
+from fencecheck.reports.timeline import NS, percentile
 
 log = logging.getLogger(__name__)
 

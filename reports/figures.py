@@ -17,8 +17,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from checker.base import NEMESIS, Op
-from reports.timeline import (
+from fencecheck.checker.base import NEMESIS, Op
+from fencecheck.reports.timeline import (
     NS,
     Interval,
     Lanes,

@@ -21,10 +21,10 @@ from urllib.parse import quote
 
 import jinja2
 
-from checker.base import NEMESIS, Op
-from reports import figures
-from reports.rundata import RunData, load_run, store_of, violation_counts
-from reports.timeline import (
+from fencecheck.checker.base import NEMESIS, Op
+from fencecheck.reports import figures
+from fencecheck.reports.rundata import RunData, load_run, store_of, violation_counts
+from fencecheck.reports.timeline import (
     NS,
     assign_lanes,
     availability,

@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from reports.html import write_atomic
-from reports.rundata import ReportError, load_run
+from fencecheck.reports.html import write_atomic
+from fencecheck.reports.rundata import ReportError, load_run
 
 log = logging.getLogger(__name__)
 

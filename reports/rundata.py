@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checker.base import CheckerError, Op
+from fencecheck.checker.base import CheckerError, Op
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def load_ops(history: Path) -> list[Op]:
     """The paired ops of a history file; a malformed history becomes a ReportError."""
-    from checker.history import load_ops as checker_load_ops
+    from fencecheck.checker.history import load_ops as checker_load_ops
 
     try:
         return checker_load_ops(history)
@@ -130,7 +130,7 @@ def load_ops(history: Path) -> list[Op]:
 def _analyze(ops: Sequence[Op]) -> dict[str, Any] | None:
     """Results from the checker when a run has a history but no results.json."""
     try:
-        from checker.analyze import analyze
+        from fencecheck.checker.analyze import analyze
     except ImportError:  # the checker is optional for reading reports of finished runs
         return None
     return analyze(ops).to_json()

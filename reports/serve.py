@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from reports.html import env, static_text, write_report
-from reports.rundata import ReportError, find_runs, load_run
+from fencecheck.reports.html import env, static_text, write_report
+from fencecheck.reports.rundata import ReportError, find_runs, load_run
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checker.base import NEMESIS, Op, Process
-from checker.grants import build_grants
+from fencecheck.checker.base import NEMESIS, Op, Process
+from fencecheck.checker.grants import build_grants
 
 NS = 1e9
 CLIENT_FS = ("acquire", "renew", "release", "read", "write")

@@ -20,12 +20,12 @@ from typing import TypeVar
 
 import pytest
 
-from clusters.base import LockService, Remote
-from clusters.etcd import ETCD, EtcdService
-from clusters.local import LocalRemote
-from clusters.postgres import BIN as PG_BIN
-from clusters.postgres import PostgresService
-from clusters.zookeeper import JAVA, ZookeeperService
+from fencecheck.clusters.base import LockService, Remote
+from fencecheck.clusters.etcd import ETCD, EtcdService
+from fencecheck.clusters.local import LocalRemote
+from fencecheck.clusters.postgres import BIN as PG_BIN
+from fencecheck.clusters.postgres import PostgresService
+from fencecheck.clusters.zookeeper import JAVA, ZookeeperService
 
 
 def loopback_nodes(prefix: str, subnet: str, n: int) -> dict[str, LocalRemote]:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from clusters.base import Remote
-from clusters.clock import ClockControl
-from clusters.local import LocalRemote
-from clusters.redis import RedisService
-from clusters.sentinel import SentinelService
+from fencecheck.clusters.base import Remote
+from fencecheck.clusters.clock import ClockControl
+from fencecheck.clusters.local import LocalRemote
+from fencecheck.clusters.redis import RedisService
+from fencecheck.clusters.sentinel import SentinelService
 from tests.backends import running
 
 

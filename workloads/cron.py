@@ -26,9 +26,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from workloads.base import Grant, LockClient, Resource, WorkloadError
-from workloads.eventlog import EventLog
-from workloads.worker import Outcome, Worker, WorkerConfig
+from fencecheck.workloads.base import Grant, LockClient, Resource, WorkloadError
+from fencecheck.workloads.eventlog import EventLog
+from fencecheck.workloads.worker import Outcome, Worker, WorkerConfig
 
 log = logging.getLogger(__name__)
 

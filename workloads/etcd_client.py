@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from workloads.base import DefiniteFailure, Grant, Indeterminate
+from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
 
 log = logging.getLogger(__name__)
 

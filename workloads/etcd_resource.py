@@ -23,8 +23,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from workloads.base import DefiniteFailure, Indeterminate, StaleToken
-from workloads.etcd_client import (
+from fencecheck.workloads.base import DefiniteFailure, Indeterminate, StaleToken
+from fencecheck.workloads.etcd_client import (
     Gateway,
     GrpcError,
     Refused,

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from workloads.base import WorkloadError
+from fencecheck.workloads.base import WorkloadError
 
 log = logging.getLogger(__name__)
 

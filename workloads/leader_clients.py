@@ -33,8 +33,8 @@ from kazoo.client import KazooClient
 from kazoo.recipe.election import Election
 from kazoo.recipe.lock import Lock
 
-from workloads.base import DefiniteFailure, Grant, LockClient, Resource
-from workloads.etcd_client import (
+from fencecheck.workloads.base import DefiniteFailure, Grant, LockClient, Resource
+from fencecheck.workloads.etcd_client import (
     EtcdClient,
     EtcdHandle,
     GrpcError,
@@ -45,10 +45,10 @@ from workloads.etcd_client import (
     gateway_failure,
     unb64,
 )
-from workloads.eventlog import EventLog
-from workloads.redis_clients import SetnxClient
-from workloads.worker import Worker, WorkerConfig
-from workloads.zk_client import ZkClient
+from fencecheck.workloads.eventlog import EventLog
+from fencecheck.workloads.redis_clients import SetnxClient
+from fencecheck.workloads.worker import Worker, WorkerConfig
+from fencecheck.workloads.zk_client import ZkClient
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from workloads.base import WorkloadError
+from fencecheck.workloads.base import WorkloadError
 
 DEFAULT_OP_TIMEOUT_S = 1.0
 

@@ -39,8 +39,8 @@ from typing import Any
 
 import psycopg
 
-from workloads.base import DefiniteFailure, Indeterminate, StaleToken
-from workloads.etcd_resource import fencing_option
+from fencecheck.workloads.base import DefiniteFailure, Indeterminate, StaleToken
+from fencecheck.workloads.etcd_resource import fencing_option
 
 log = logging.getLogger(__name__)
 

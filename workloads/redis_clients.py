@@ -38,8 +38,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.lock import Lock
 from redis.retry import Retry
 
-from workloads import options as opts
-from workloads.base import DefiniteFailure, Grant, Indeterminate
+from fencecheck.workloads import options as opts
+from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
 
 log = logging.getLogger(__name__)
 

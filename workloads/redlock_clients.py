@@ -41,9 +41,9 @@ from pottery import (
 )
 from redis.exceptions import RedisError
 
-from workloads import options as opts
-from workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
-from workloads.redis_clients import RELEASE_LUA, RENEW_LUA, make_redis
+from fencecheck.workloads import options as opts
+from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
+from fencecheck.workloads.redis_clients import RELEASE_LUA, RENEW_LUA, make_redis
 
 log = logging.getLogger(__name__)
 

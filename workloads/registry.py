@@ -13,28 +13,28 @@ import logging
 from collections.abc import Mapping
 from typing import Any, cast
 
-from workloads.base import LockClient, Resource, WorkloadError
+from fencecheck.workloads.base import LockClient, Resource, WorkloadError
 
 log = logging.getLogger(__name__)
 
 CLIENTS: dict[str, str] = {
-    "redis-setnx": "workloads.redis_clients:SetnxClient",
-    "redis-py": "workloads.redis_clients:RedisPyClient",
-    "redlock-ref": "workloads.redlock_clients:RedlockRefClient",
-    "redlock": "workloads.redlock_clients:PotteryRedlockClient",
-    "redis-sentinel": "workloads.sentinel_client:SentinelSetnxClient",
-    "etcd": "workloads.etcd_client:EtcdClient",
-    "zookeeper": "workloads.zk_client:ZkClient",
+    "redis-setnx": "fencecheck.workloads.redis_clients:SetnxClient",
+    "redis-py": "fencecheck.workloads.redis_clients:RedisPyClient",
+    "redlock-ref": "fencecheck.workloads.redlock_clients:RedlockRefClient",
+    "redlock": "fencecheck.workloads.redlock_clients:PotteryRedlockClient",
+    "redis-sentinel": "fencecheck.workloads.sentinel_client:SentinelSetnxClient",
+    "etcd": "fencecheck.workloads.etcd_client:EtcdClient",
+    "zookeeper": "fencecheck.workloads.zk_client:ZkClient",
     # leader elections (the `leader` workload)
-    "etcd-election": "workloads.leader_clients:EtcdElectionClient",
-    "zookeeper-election": "workloads.leader_clients:ZkElectionClient",
-    "redis-lease": "workloads.leader_clients:RedisLeaseClient",
+    "etcd-election": "fencecheck.workloads.leader_clients:EtcdElectionClient",
+    "zookeeper-election": "fencecheck.workloads.leader_clients:ZkElectionClient",
+    "redis-lease": "fencecheck.workloads.leader_clients:RedisLeaseClient",
 }
 
 RESOURCES: dict[str, str] = {
-    "store": "workloads.store:StoreResource",
-    "postgres": "workloads.pg_resource:PgResource",
-    "etcd": "workloads.etcd_resource:EtcdResource",
+    "store": "fencecheck.workloads.store:StoreResource",
+    "postgres": "fencecheck.workloads.pg_resource:PgResource",
+    "etcd": "fencecheck.workloads.etcd_resource:EtcdResource",
 }
 
 

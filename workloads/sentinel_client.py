@@ -23,9 +23,9 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.sentinel import MasterNotFoundError, Sentinel
 
-from workloads import options as opts
-from workloads.base import DefiniteFailure
-from workloads.redis_clients import RedisConn, SetnxClient, connection_kwargs
+from fencecheck.workloads import options as opts
+from fencecheck.workloads.base import DefiniteFailure
+from fencecheck.workloads.redis_clients import RedisConn, SetnxClient, connection_kwargs
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The fenced store: a small asyncio TCP server of integer values under string keys, and
 `StoreResource`, the worker's client of it ("store" in the registry).
 
-Run: `python -m workloads.store --host H --port P --fencing on|off --log FILE`.
+Run: `python -m fencecheck.workloads.store --host H --port P --fencing on|off --log FILE`.
 
 Protocol: one JSON object a line each way. Requests carry an `id` echoed in the reply:
   {"id", "op": "read", "key", "token", "lock"}            -> {"id", "ok": true, "value": int|null}
@@ -38,8 +38,8 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any
 
-from workloads import options as opts
-from workloads.base import DefiniteFailure, Indeterminate, StaleToken
+from fencecheck.workloads import options as opts
+from fencecheck.workloads.base import DefiniteFailure, Indeterminate, StaleToken
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,8 @@ async def _amain(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.store", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m fencecheck.workloads.store",
+                                     description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)

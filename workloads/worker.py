@@ -1,8 +1,9 @@
 """The worker: one OS process per client that takes a lock, reads and writes the protected
 counter in the critical section, releases, and logs every operation.
 
-Run: `python -m workloads.worker CONFIG.json [--final-read]` (exit 0 after SIGTERM/SIGINT, 3 on a
-bad config). `WorkerConfig` is the config file's schema; `Worker` is the loop, usable in-process.
+Run: `python -m fencecheck.workloads.worker CONFIG.json [--final-read]` (exit 0 after
+SIGTERM/SIGINT, 3 on a bad config). `WorkerConfig` is the config file's schema; `Worker` is
+the loop, usable in-process.
 
 The loop: acquire(L) -> k times (read L, think, write read+1, each with the token) -> release ->
 idle. With `renew`, after each read and each write the worker renews if half a lease has passed
@@ -34,7 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Generic, Literal, TypeVar
 
-from workloads.base import (
+from fencecheck.workloads.base import (
     DefiniteFailure,
     Grant,
     Indeterminate,
@@ -42,8 +43,8 @@ from workloads.base import (
     Resource,
     WorkloadError,
 )
-from workloads.eventlog import EventLog
-from workloads.registry import load_class, make_client, make_resource
+from fencecheck.workloads.eventlog import EventLog
+from fencecheck.workloads.registry import load_class, make_client, make_resource
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,9 @@ Status = Literal["ok", "fail", "info"]
 
 # workload -> "module:Class" of its Worker subclass (imported on use: they import this module).
 WORKLOADS: dict[str, str] = {
-    "lock": "workloads.worker:Worker",
-    "leader": "workloads.leader_clients:LeaderWorker",
-    "cron": "workloads.cron:CronWorker",
+    "lock": "fencecheck.workloads.worker:Worker",
+    "leader": "fencecheck.workloads.leader_clients:LeaderWorker",
+    "cron": "fencecheck.workloads.cron:CronWorker",
 }
 
 # Sleeps are cut into slices so a SIGTERM during think/idle time is noticed promptly.
@@ -329,7 +330,8 @@ class _StopFlag:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.worker", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m fencecheck.workloads.worker",
+                                     description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", help="WorkerConfig JSON file")
     parser.add_argument("--final-read", action="store_true",

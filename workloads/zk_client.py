@@ -47,7 +47,7 @@ from kazoo.protocol.states import KazooState
 from kazoo.recipe.lock import Lock
 from kazoo.retry import KazooRetry
 
-from workloads.base import DefiniteFailure, Grant, Indeterminate
+from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
 
 log = logging.getLogger(__name__)
 

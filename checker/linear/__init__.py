@@ -14,9 +14,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from checker.base import CheckerError, CheckResult, Op, Verdict, Violation, op_ref
-from checker.linear.models import MODELS, Model
-from checker.linear.search import Entry, SearchResult, search
+from fencecheck.checker.base import CheckerError, CheckResult, Op, Verdict, Violation, op_ref
+from fencecheck.checker.linear.models import MODELS, Model
+from fencecheck.checker.linear.search import Entry, SearchResult, search
 
 __all__ = ["MODELS", "LinearizableCheck", "UnknownModel", "check_linearizable"]
 

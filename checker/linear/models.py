@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from checker.base import NEMESIS, Op
+from fencecheck.checker.base import NEMESIS, Op
 
 ILLEGAL: Final = object()
 """What `step` returns when the op cannot happen in that state."""

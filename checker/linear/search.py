@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from checker.linear.models import ILLEGAL, Call, Model
+from fencecheck.checker.linear.models import ILLEGAL, Call, Model
 
 _CHECK_EVERY: Final = 4096  # iterations between deadline checks
 

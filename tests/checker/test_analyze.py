@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from checker.analyze import analyze
-from checker.base import Op
-from checker.history import load_ops
+from fencecheck.checker.analyze import analyze
+from fencecheck.checker.base import Op
+from fencecheck.checker.history import load_ops
 
 DATA = Path(__file__).parent.parent / "data" / "histories"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((DATA / "expected.json").read_text())
@@ -92,14 +92,14 @@ def test_a_crashing_check_is_unknown_not_a_pass(monkeypatch: pytest.MonkeyPatch)
         raise RuntimeError("bug")
 
     ops = load_ops(DATA / "fence-rejected-writes.jsonl")
-    monkeypatch.setattr("checker.analyze.counter", crash)
+    monkeypatch.setattr("fencecheck.checker.analyze.counter", crash)
     results = analyze(ops)
     assert results.checks["counter"].valid == "unknown"
     assert results.checks["counter"].details["error"] == "RuntimeError: bug"
     assert results.checks["mutex"].valid is True
     assert results.valid == "unknown"
     assert results.exit_code == 2
-    monkeypatch.setattr("checker.analyze.build_grants", crash)
+    monkeypatch.setattr("fencecheck.checker.analyze.build_grants", crash)
     assert {c.valid for c in analyze(ops).checks.values()} == {"unknown"}
 
 

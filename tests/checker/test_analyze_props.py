@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.gen_history import PLANTABLE, SimConfig, plant, simulate
-from checker.analyze import analyze
-from checker.base import Event, Results
-from checker.history import pair
+from fencecheck.checker.analyze import analyze
+from fencecheck.checker.base import Event, Results
+from fencecheck.checker.history import pair
 
 configs = st.builds(
     SimConfig,

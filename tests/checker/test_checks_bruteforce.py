@@ -9,11 +9,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checker.base import Op
-from checker.exclusion import exclusion
-from checker.fencing import fencing
-from checker.grants import build_grants
-from checker.mutex import mutex
+from fencecheck.checker.base import Op
+from fencecheck.checker.exclusion import exclusion
+from fencecheck.checker.fencing import fencing
+from fencecheck.checker.grants import build_grants
+from fencecheck.checker.mutex import mutex
 
 
 @st.composite

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.gen_history import EXAMPLES, write_examples
-from checker.analyze import analyze
-from checker.history import load_ops
+from fencecheck.checker.analyze import analyze
+from fencecheck.checker.history import load_ops
 
 EXAMPLE_DIR = Path(__file__).parent.parent.parent / "examples" / "histories"
 

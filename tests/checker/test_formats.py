@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from checker.base import Event, HistoryError
-from checker.formats import (
+from fencecheck.checker.base import Event, HistoryError
+from fencecheck.checker.formats import (
     Keyword,
     guess_format,
     load_any,
@@ -15,7 +15,7 @@ from checker.formats import (
     read_edn_events,
     read_jepsen_log_events,
 )
-from checker.history import write_events
+from fencecheck.checker.history import write_events
 
 EDN_VECTOR = """[{:process 0, :type :invoke, :f :write, :value 3}
  {:process 0, :type :ok, :f :write, :value 3}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from checker.base import Op
-from checker.grants import Grant, build_grants, seconds
+from fencecheck.checker.base import Op
+from fencecheck.checker.grants import Grant, build_grants, seconds
 
 MS = 1_000_000
 

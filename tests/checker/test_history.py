@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from checker.base import Event, HistoryError, Op
-from checker.history import load_ops, pair, read_events, write_events
+from fencecheck.checker.base import Event, HistoryError, Op
+from fencecheck.checker.history import load_ops, pair, read_events, write_events
 
 Loader = Callable[[Path], Any]
 LOADERS: list[Loader] = [load_ops, lambda p: list(read_events(p))]

@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checker.base import Event, Op
-from checker.history import pair
-from checker.jobs import check_jobs, job_id
+from fencecheck.checker.base import Event, Op
+from fencecheck.checker.history import pair
+from fencecheck.checker.jobs import check_jobs, job_id
 
 
 class H:

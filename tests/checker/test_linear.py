@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from checker.base import CheckerError, Completion, Op
-from checker.linear import LinearizableCheck, UnknownModel, check_linearizable
+from fencecheck.checker.base import CheckerError, Completion, Op
+from fencecheck.checker.linear import LinearizableCheck, UnknownModel, check_linearizable
 
 
 def op(process: int, f: str, start: int, end: int | None, type_: Completion = "ok",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from checker.formats import load_any
-from checker.linear import check_linearizable
+from fencecheck.checker.formats import load_any
+from fencecheck.checker.linear import check_linearizable
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus"
 # Porcupine's own tests: these etcd histories are linearizable, every other one is not.

@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checker.base import Completion, Op
-from checker.linear import check_linearizable
+from fencecheck.checker.base import Completion, Op
+from fencecheck.checker.linear import check_linearizable
 
 GAP = 10  # time between consecutive linearization points
 

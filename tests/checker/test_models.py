@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from checker.base import Op
-from checker.linear import check_linearizable
-from checker.linear.models import ACQUIRE, CAS, HOLD, ILLEGAL, MODELS, READ, RELEASE, WRITE, freeze
+from fencecheck.checker.base import Op
+from fencecheck.checker.linear import check_linearizable
+from fencecheck.checker.linear.models import (
+    ACQUIRE,
+    CAS,
+    HOLD,
+    ILLEGAL,
+    MODELS,
+    READ,
+    RELEASE,
+    WRITE,
+    freeze,
+)
 from tests.checker.test_linear import op
 
 

@@ -11,8 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from clusters.ledger import NETNS_DIR, RUN_INDEX, marked_pids, run_namespaces, teardown_run
-from clusters.netns import NetnsRuntime
+from fencecheck.clusters.ledger import (
+    NETNS_DIR,
+    RUN_INDEX,
+    marked_pids,
+    run_namespaces,
+    teardown_run,
+)
+from fencecheck.clusters.netns import NetnsRuntime
 
 
 def _netns_missing() -> str | None:

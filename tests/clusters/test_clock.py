@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from clusters.base import ClusterError, NemesisOp
-from clusters.clock import (
+from fencecheck.clusters.base import ClusterError, NemesisOp
+from fencecheck.clusters.clock import (
     ClockControl,
     ClockNemesis,
     build_shim,
     check_clock_supported,
 )
-from clusters.redis import RedisService
+from fencecheck.clusters.redis import RedisService
 from tests.servers import clock_control, random_loopback_nodes, redis_service
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc")

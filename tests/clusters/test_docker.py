@@ -3,7 +3,8 @@ namespaces on its bridge, commands and daemons through nsenter, partitions with 
 containers, and teardown by label (live, and from the ledger alone as after a crash).
 
 Skipped with a reason where dockerd is not running (`bash scripts/dockerd.sh start`). The first
-test builds the node image if it is missing (minutes; `python -m clusters.image` does it ahead)."""
+test builds the node image if it is missing (minutes; `python -m fencecheck.clusters.image`
+does it ahead)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from clusters.base import ClusterError
-from clusters.ledger import NETNS_DIR, teardown_run
-from clusters.partition import IptablesNet
+from fencecheck.clusters.base import ClusterError
+from fencecheck.clusters.ledger import NETNS_DIR, teardown_run
+from fencecheck.clusters.partition import IptablesNet
 
 
 @pytest.mark.parametrize("change", ["content", "base"])
 def test_the_image_tag_is_a_hash_of_the_dockerfile_and_base(tmp_path: Path, change: str) -> None:
-    from clusters.image import image_tag
+    from fencecheck.clusters.image import image_tag
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_text("FROM x\nRUN true\n")
@@ -52,7 +53,7 @@ def docker_or_skip() -> Any:
 def ensure_node_image() -> str:
     """The node image's tag, built if missing; skips the test where dockerd is not running."""
     client = docker_or_skip()
-    from clusters.image import ensure_image
+    from fencecheck.clusters.image import ensure_image
 
     return ensure_image(client)
 
@@ -81,7 +82,7 @@ def left_by(run_id: str) -> list[str]:
 
 @pytest.fixture
 def runtime(node_image: str, tmp_path: Path) -> Iterator[Any]:
-    from clusters.docker import DockerRuntime
+    from fencecheck.clusters.docker import DockerRuntime
 
     run_id = secrets.token_hex(3)
     rt = DockerRuntime(run_id, tmp_path / "store", free_subnet(), image=node_image)
@@ -218,7 +219,7 @@ def test_partitions_use_iptables_inside_containers_and_client_namespaces(runtime
 @pytest.mark.timeout(900)
 def test_the_cleaner_removes_a_crashed_run_from_its_ledger_alone(node_image: str,
                                                                  tmp_path: Path) -> None:
-    from clusters.docker import DockerRuntime
+    from fencecheck.clusters.docker import DockerRuntime
 
     run_id = secrets.token_hex(3)
     rt = DockerRuntime(run_id, tmp_path / "store", free_subnet(), image=node_image)
@@ -240,7 +241,7 @@ def test_the_cleaner_removes_a_crashed_run_from_its_ledger_alone(node_image: str
 @pytest.mark.timeout(900)
 def test_an_overlapping_subnet_is_a_clear_error(runtime: Any, node_image: str,
                                                tmp_path: Path) -> None:
-    from clusters.docker import DockerRuntime
+    from fencecheck.clusters.docker import DockerRuntime
 
     runtime.setup(["n1"], [])
     other_id = secrets.token_hex(3)

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clusters.base import ClusterError, Killable, LogFiles, Pausable
-from clusters.etcd import EtcdService
-from clusters.local import LocalRemote
+from fencecheck.clusters.base import ClusterError, Killable, LogFiles, Pausable
+from fencecheck.clusters.etcd import EtcdService
+from fencecheck.clusters.local import LocalRemote
 from tests.backends import etcd_cluster, loopback_nodes, store_dir
 
 __all__ = ["etcd_cluster", "store_dir"]

@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
-from clusters.base import ClientNode, ClusterError, Remote
-from clusters.ledger import run_namespaces
-from clusters.netns import NetnsRuntime, veth_name
+from fencecheck.clusters.base import ClientNode, ClusterError, Remote
+from fencecheck.clusters.ledger import run_namespaces
+from fencecheck.clusters.netns import NetnsRuntime, veth_name
 
 pytestmark = pytest.mark.netns
 

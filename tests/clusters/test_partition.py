@@ -9,10 +9,10 @@ import sys
 import networkx as nx
 import pytest
 
-from clusters.base import ClusterError, Nemesis, NemesisOp, Net
-from clusters.ledger import teardown_records
-from clusters.netns import NetnsRuntime
-from clusters.partition import (
+from fencecheck.clusters.base import ClusterError, Nemesis, NemesisOp, Net
+from fencecheck.clusters.ledger import teardown_records
+from fencecheck.clusters.netns import NetnsRuntime
+from fencecheck.clusters.partition import (
     IptablesNet,
     PartitionNemesis,
     bridge,
@@ -23,7 +23,7 @@ from clusters.partition import (
     one_node,
     reach_graph,
 )
-from clusters.redis import RedisService
+from fencecheck.clusters.redis import RedisService
 
 NODES = {n: [f"n{i}" for i in range(1, n + 1)] for n in range(1, 8)}
 SEEDS = range(12)

@@ -9,9 +9,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from clusters.base import LogFiles
-from clusters.local import LocalRemote
-from clusters.postgres import PostgresService
+from fencecheck.clusters.base import LogFiles
+from fencecheck.clusters.local import LocalRemote
+from fencecheck.clusters.postgres import PostgresService
 from tests.backends import pg_server, store_dir
 
 __all__ = ["pg_server", "store_dir"]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from clusters.base import ClusterError, Killable, LockService, LogFiles, Pausable
-from clusters.netns import NetnsRuntime
-from clusters.redis import RedisService
+from fencecheck.clusters.base import ClusterError, Killable, LockService, LogFiles, Pausable
+from fencecheck.clusters.netns import NetnsRuntime
+from fencecheck.clusters.redis import RedisService
 
 pytestmark = pytest.mark.netns
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from clusters.base import ClusterError, NemesisOp
-from clusters.local import LocalRemote
-from clusters.netns import NetnsRuntime
-from clusters.partition import IptablesNet
-from clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
+from fencecheck.clusters.base import ClusterError, NemesisOp
+from fencecheck.clusters.local import LocalRemote
+from fencecheck.clusters.netns import NetnsRuntime
+from fencecheck.clusters.partition import IptablesNet
+from fencecheck.clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
 from tests import servers
 from tests.servers import sentinel_service
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from clusters.base import ClusterError, Killable, LogFiles, Pausable
-from clusters.local import LocalRemote
-from clusters.zookeeper import ZookeeperService
+from fencecheck.clusters.base import ClusterError, Killable, LogFiles, Pausable
+from fencecheck.clusters.local import LocalRemote
+from fencecheck.clusters.zookeeper import ZookeeperService
 from tests.backends import loopback_nodes, store_dir, zk_cluster
 
 __all__ = ["store_dir", "zk_cluster"]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from checker.history import load_ops
-from checker.jobs import check_jobs
 from fencecheck import backends
+from fencecheck.checker.history import load_ops
+from fencecheck.checker.jobs import check_jobs
 from tests.conftest import fc_namespaces, fencecheck_argv, processes_matching, stopped_processes
 
 pytestmark = pytest.mark.netns
@@ -35,7 +35,7 @@ def election_client() -> str:
     """The registered name once fencecheck/backends.py lists it for etcd, else module:Class."""
     if "etcd-election" in backends.CLIENTS["etcd"]:
         return "etcd-election"
-    return "workloads.leader_clients:EtcdElectionClient"
+    return "fencecheck.workloads.leader_clients:EtcdElectionClient"
 
 
 def test_fenced_etcd_election_with_pauses_is_valid(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from reports.compare import compare
-from reports.html import write_report
+from fencecheck.reports.compare import compare
+from fencecheck.reports.html import write_report
 from tests.reports.conftest import browser as browser_fixture
 
 

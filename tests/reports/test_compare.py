@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from reports.compare import compare, summarize
-from reports.junit import write_junit
-from reports.rundata import ReportError, find_runs
+from fencecheck.reports.compare import compare, summarize
+from fencecheck.reports.junit import write_junit
+from fencecheck.reports.rundata import ReportError, find_runs
 from tests.reports.conftest import ARTIFACTS, Browser
 
 

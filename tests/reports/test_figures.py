@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reports.figures import bin_width, esc, partition_drawing
+from fencecheck.reports.figures import bin_width, esc, partition_drawing
 
 
 def test_esc_escapes_markup_and_shortens() -> None:

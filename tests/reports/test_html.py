@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reports.html import script_json, write_report
-from reports.rundata import ReportError
+from fencecheck.reports.html import script_json, write_report
+from fencecheck.reports.rundata import ReportError
 from tests.reports.conftest import ARTIFACTS, Browser, copy_run
 
 KINDS = (

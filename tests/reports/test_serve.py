@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.serve import StoreServer, make_server
+from fencecheck.reports.serve import StoreServer, make_server
 from tests.reports.conftest import ARTIFACTS, Browser
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from checker.base import Op, Process
-from reports.timeline import (
+from fencecheck.checker.base import Op, Process
+from fencecheck.reports.timeline import (
     assign_lanes,
     availability,
     fault_windows,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from workloads.base import DefiniteFailure, Grant, LockClient
+from fencecheck.workloads.base import DefiniteFailure, Grant, LockClient
 
 
 def take_turns(clients: Sequence[LockClient], lock: str, lease_ms: int) -> list[Grant]:

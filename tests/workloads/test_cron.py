@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from checker.analyze import analyze
-from checker.history import load_ops
-from checker.jobs import check_jobs
+from fencecheck.checker.analyze import analyze
+from fencecheck.checker.history import load_ops
+from fencecheck.checker.jobs import check_jobs
 from fencecheck.merge import merge_logs
+from fencecheck.workloads.base import WorkloadError
+from fencecheck.workloads.cron import CRON_LOCK, RECORD_KEY, CronWorker, job_key
+from fencecheck.workloads.eventlog import EventLog
+from fencecheck.workloads.registry import make_client
+from fencecheck.workloads.store import StoreResource, StoreState
+from fencecheck.workloads.worker import WorkerConfig
+from fencecheck.workloads.worker import main as worker_main
 from tests.workloads.conftest import Server, StartServer
-from workloads.base import WorkloadError
-from workloads.cron import CRON_LOCK, RECORD_KEY, CronWorker, job_key
-from workloads.eventlog import EventLog
-from workloads.registry import make_client
-from workloads.store import StoreResource, StoreState
-from workloads.worker import WorkerConfig
-from workloads.worker import main as worker_main
 
 
 def cron_config(tmp_path: Path, worker: int, redis: Server, store: Server, t0: int,

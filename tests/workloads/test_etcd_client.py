@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from clusters.etcd import EtcdService
+from fencecheck.clusters.etcd import EtcdService
+from fencecheck.workloads.base import DefiniteFailure, Indeterminate
+from fencecheck.workloads.etcd_client import EtcdClient, EtcdHandle
 from tests.backends import etcd_cluster, store_dir
 from tests.workloads.lockchecks import (
     acquire_error,
@@ -18,8 +20,6 @@ from tests.workloads.lockchecks import (
     assert_waits_then_times_out,
     take_turns,
 )
-from workloads.base import DefiniteFailure, Indeterminate
-from workloads.etcd_client import EtcdClient, EtcdHandle
 
 __all__ = ["etcd_cluster", "store_dir"]
 

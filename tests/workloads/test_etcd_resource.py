@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from clusters.etcd import EtcdService
+from fencecheck.clusters.etcd import EtcdService
+from fencecheck.workloads.base import DefiniteFailure, Grant, StaleToken
+from fencecheck.workloads.etcd_client import EtcdClient
+from fencecheck.workloads.etcd_resource import EtcdResource
 from tests.backends import etcd_cluster, store_dir
-from workloads.base import DefiniteFailure, Grant, StaleToken
-from workloads.etcd_client import EtcdClient
-from workloads.etcd_resource import EtcdResource
 
 __all__ = ["etcd_cluster", "store_dir"]
 

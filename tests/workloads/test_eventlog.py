@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.base import WorkloadError
-from workloads.eventlog import EventLog, read_log
+from fencecheck.workloads.base import WorkloadError
+from fencecheck.workloads.eventlog import EventLog, read_log
 
 
 def test_events_are_lines_with_times_since_t0(tmp_path: Path) -> None:

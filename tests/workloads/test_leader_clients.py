@@ -17,14 +17,18 @@ from typing import Any
 
 import pytest
 
-from clusters.etcd import EtcdService
-from clusters.zookeeper import ZookeeperService
+from fencecheck.clusters.etcd import EtcdService
+from fencecheck.clusters.zookeeper import ZookeeperService
+from fencecheck.workloads.base import DefiniteFailure, LockClient, StaleToken
+from fencecheck.workloads.leader_clients import (
+    EtcdElectionClient,
+    RedisLeaseClient,
+    ZkElectionClient,
+)
+from fencecheck.workloads.registry import make_client
+from fencecheck.workloads.store import StoreResource
 from tests.backends import etcd, store_dir, zookeeper
 from tests.workloads.conftest import REPO, StartServer
-from workloads.base import DefiniteFailure, LockClient, StaleToken
-from workloads.leader_clients import EtcdElectionClient, RedisLeaseClient, ZkElectionClient
-from workloads.registry import make_client
-from workloads.store import StoreResource
 
 __all__ = ["store_dir"]
 
@@ -33,8 +37,8 @@ CLIENTS = ("etcd-election", "zookeeper-election", "redis-lease")
 # A candidate in its own process, so SIGSTOP pauses it (and its keepalives) like a GC pause.
 CANDIDATE = """
 import json, sys
-from workloads.registry import make_client
-from workloads.store import StoreResource
+from fencecheck.workloads.registry import make_client
+from fencecheck.workloads.store import StoreResource
 client = make_client(sys.argv[1], json.loads(sys.argv[2]))
 store = StoreResource({"address": sys.argv[3], "op_timeout_s": 2.0})
 lease_ms = int(sys.argv[4])

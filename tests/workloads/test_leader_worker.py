@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from checker.analyze import analyze
-from checker.history import load_ops
+from fencecheck.checker.analyze import analyze
+from fencecheck.checker.history import load_ops
 from fencecheck.merge import merge_logs
+from fencecheck.workloads.base import WorkloadError
+from fencecheck.workloads.eventlog import EventLog
+from fencecheck.workloads.leader_clients import LEADER_LOCK, LeaderWorker
+from fencecheck.workloads.registry import make_client
+from fencecheck.workloads.store import StoreResource
+from fencecheck.workloads.worker import WorkerConfig
 from tests.workloads.conftest import StartServer
-from workloads.base import WorkloadError
-from workloads.eventlog import EventLog
-from workloads.leader_clients import LEADER_LOCK, LeaderWorker
-from workloads.registry import make_client
-from workloads.store import StoreResource
-from workloads.worker import WorkerConfig
 
 
 def leader_config(tmp_path: Path, worker: int, redis: str, store: str, t0: int) -> WorkerConfig:

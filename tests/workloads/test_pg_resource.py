@@ -9,10 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from clusters.postgres import PostgresService
+from fencecheck.clusters.postgres import PostgresService
+from fencecheck.workloads.base import DefiniteFailure, StaleToken
+from fencecheck.workloads.pg_resource import TABLE, PgResource
 from tests.backends import pg_server, store_dir
-from workloads.base import DefiniteFailure, StaleToken
-from workloads.pg_resource import TABLE, PgResource
 
 __all__ = ["pg_server", "store_dir"]
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, LockClient
+from fencecheck.workloads.redis_clients import RedisPyClient, SetnxClient
 from tests.workloads.conftest import Server, StartServer, free_port
-from workloads.base import DefiniteFailure, Grant, Indeterminate, LockClient
-from workloads.redis_clients import RedisPyClient, SetnxClient
 
 KINDS = [SetnxClient, RedisPyClient]
 

@@ -19,11 +19,11 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from clusters.clock import ClockControl
-from clusters.redis import RedisService
+from fencecheck.clusters.clock import ClockControl
+from fencecheck.clusters.redis import RedisService
+from fencecheck.workloads.base import DefiniteFailure, Grant, LockClient
+from fencecheck.workloads.redlock_clients import PotteryRedlockClient, RedlockRefClient, RefHandle
 from tests.servers import clock_control, random_loopback_nodes, redis_service
-from workloads.base import DefiniteFailure, Grant, LockClient
-from workloads.redlock_clients import PotteryRedlockClient, RedlockRefClient, RefHandle
 
 
 @pytest.fixture(scope="module")
@@ -127,8 +127,8 @@ def test_ref_validity_check_throws_away_a_slow_acquisition(masters: RedisService
 
 _PAUSED_WORKER = """
 import json, os, signal, sys
-from workloads.base import DefiniteFailure
-from workloads.redlock_clients import RedlockRefClient
+from fencecheck.workloads.base import DefiniteFailure
+from fencecheck.workloads.redlock_clients import RedlockRefClient
 
 def hook(i):
     if i == 2:

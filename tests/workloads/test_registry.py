@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from workloads.base import WorkloadError
-from workloads.redis_clients import RedisPyClient, SetnxClient
-from workloads.registry import CLIENTS, RESOURCES, load_class, make_client, make_resource
-from workloads.store import StoreResource
+from fencecheck.workloads.base import WorkloadError
+from fencecheck.workloads.redis_clients import RedisPyClient, SetnxClient
+from fencecheck.workloads.registry import CLIENTS, RESOURCES, load_class, make_client, make_resource
+from fencecheck.workloads.store import StoreResource
 
 OPTS = {"endpoints": ["127.0.0.1:1"], "op_timeout_s": 0.5}
 
@@ -24,7 +24,7 @@ def test_every_registered_name_imports() -> None:
 
 
 def test_plugin_name() -> None:
-    client = make_client("workloads.redis_clients:SetnxClient", OPTS)
+    client = make_client("fencecheck.workloads.redis_clients:SetnxClient", OPTS)
     assert isinstance(client, SetnxClient)
 
 
@@ -40,8 +40,8 @@ def test_unknown_name_lists_known_names() -> None:
     ("spec", "match"),
     [
         ("no_such_module_fc:X", "cannot import"),
-        ("workloads.store:NoSuchClass", "has no"),
-        ("workloads.store:log", "not a class"),
+        ("fencecheck.workloads.store:NoSuchClass", "has no"),
+        ("fencecheck.workloads.store:log", "not a class"),
         (":X", "module:Class"),
     ],
 )

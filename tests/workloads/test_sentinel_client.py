@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import redis
 
-from clusters.base import NemesisOp
-from clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
+from fencecheck.clusters.base import NemesisOp
+from fencecheck.clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
+from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
+from fencecheck.workloads.sentinel_client import DEFAULT_SERVICE_NAME, SentinelSetnxClient
 from tests import servers
 from tests.workloads.lockchecks import acquire_error
-from workloads.base import DefiniteFailure, Grant, Indeterminate
-from workloads.sentinel_client import DEFAULT_SERVICE_NAME, SentinelSetnxClient
 
 sentinel = servers.sentinel  # the fixture (tests/servers.py)
 

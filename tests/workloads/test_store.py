@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from fencecheck.workloads.base import DefiniteFailure, Indeterminate, StaleToken
+from fencecheck.workloads.store import StoreResource, StoreState
 from tests.workloads.conftest import StartServer, free_port
-from workloads.base import DefiniteFailure, Indeterminate, StaleToken
-from workloads.store import StoreResource, StoreState
 
 
 def rd(key: str, token: int | None) -> dict[str, Any]:

@@ -16,10 +16,16 @@ from typing import Any
 
 import pytest
 
+from fencecheck.workloads.base import (
+    DefiniteFailure,
+    Grant,
+    Indeterminate,
+    StaleToken,
+    WorkloadError,
+)
+from fencecheck.workloads.eventlog import EventLog, read_log
+from fencecheck.workloads.worker import Worker, WorkerConfig
 from tests.workloads.conftest import REPO, Server, StartServer
-from workloads.base import DefiniteFailure, Grant, Indeterminate, StaleToken, WorkloadError
-from workloads.eventlog import EventLog, read_log
-from workloads.worker import Worker, WorkerConfig
 
 INVOKE_KEYS = {
     "acquire": {"lock", "lease_ms"},
@@ -235,7 +241,8 @@ def spawn(cfg: WorkerConfig, procs: list[subprocess.Popen[bytes]], *args: str,
     cfg.dump(path)
     err = open(Path(cfg.log).with_suffix(".stderr"), "wb")  # noqa: SIM115
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "workloads.worker", str(path), *args],
+        proc = subprocess.Popen([sys.executable, "-m", "fencecheck.workloads.worker", str(path),
+                                 *args],
                                 cwd=REPO, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
     finally:
         err.close()
@@ -388,7 +395,7 @@ def test_a_bad_config_exits_3_with_one_clear_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     data = {**config(tmp_path).to_json(), "client": "no-such-client"}
     bad.write_text(json.dumps(data))
-    proc = subprocess.run([sys.executable, "-m", "workloads.worker", str(bad)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "fencecheck.workloads.worker", str(bad)], cwd=REPO,
                           capture_output=True, timeout=30)
     assert proc.returncode == 3
     assert b"unknown client 'no-such-client'" in proc.stderr and b"Traceback" not in proc.stderr

@@ -18,8 +18,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
-from checker.analyze import analyze  # noqa: E402
-from checker.history import load_ops  # noqa: E402
+from fencecheck.checker.analyze import analyze  # noqa: E402
+from fencecheck.checker.history import load_ops  # noqa: E402
 
 Ev = tuple[float, Any, str, str, dict[str, Any] | None, str | None]
 
