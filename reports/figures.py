@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fencecheck.checker.base import NEMESIS, Op
+from fencecheck.reports.names import fault_target
 from fencecheck.reports.timeline import (
     NS,
     Interval,
@@ -229,10 +230,24 @@ def timeline_figure(
                 "fixedrange": True,
             },
             "shapes": shapes(windows, faults),
+            "annotations": fault_annotations(windows),
             "hovermode": "closest",
             "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom"},
         },
     }
+
+
+def fault_annotations(windows: Sequence[Window], cap: int = 80) -> list[dict[str, Any]]:
+    """The nemesis lane names each fault's target at its start (`pause c5`)."""
+    out = []
+    for w in windows[:cap]:
+        target = fault_target(w.detail)
+        out.append({
+            "x": w.start_s, "y": 0, "xanchor": "left", "yanchor": "bottom", "yshift": 6,
+            "text": esc(f"{w.fault} {target}".strip()), "showarrow": False,
+            "font": {"size": 10},
+        })
+    return out
 
 
 def _markers(

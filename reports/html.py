@@ -1,9 +1,11 @@
 """The per-run HTML report: `write_report(run_dir)` writes `run_dir/report.html`.
 
 jinja2 (autoescape on) renders `templates/report.html.j2`; plotly draws the figures of
-`reports.figures` in the browser. The page fetches nothing from the network: plotly's JS comes from
-the installed plotly package, written once per store to `<store>/_static/` (next to the report for a
-run outside a store) and referenced by a relative path, so a store can be moved or served as is.
+`reports.figures` in the browser; the incident view at the top (`reports.incidents`) is inline SVG
+drawn here. The page fetches nothing from the network, and a run folder copied alone (a CI
+artifact) still renders: plotly's JS, from the installed plotly package, sits in the run folder
+itself (`plotly-<version>.min.js`, 4.8 MB, hard-linked to one copy in `<store>/_static/` so a
+store holds it once on disk) and the page names it by a relative path.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import jinja2
 
 from fencecheck.checker.base import NEMESIS, Op
 from fencecheck.reports import figures
+from fencecheck.reports.incidents import incident_views
+from fencecheck.reports.names import ProcessNames, load_names
 from fencecheck.reports.rundata import RunData, load_run, store_of, violation_counts
 from fencecheck.reports.timeline import (
     NS,
@@ -95,6 +99,26 @@ def plotly_js(target_dir: Path) -> Path:
     return path
 
 
+def carry_plotly_js(run_dir: Path) -> Path:
+    """plotly's JS inside run_dir, so the folder renders when copied alone. In a store it is a
+    hard link to `<store>/_static/`'s copy (one copy on disk); a copy where links cannot be
+    made (another file system)."""
+    store = store_of(run_dir)
+    if store is None:
+        return plotly_js(run_dir)
+    shared = plotly_js(store / "_static")
+    path = run_dir / shared.name
+    if path.is_file():
+        return path
+    try:
+        os.link(shared, path)
+    except FileExistsError:
+        pass
+    except OSError:
+        write_atomic(path, shared.read_text(encoding="utf-8"))
+    return path
+
+
 def static_text(name: str) -> str:
     return (STATIC / name).read_text(encoding="utf-8")
 
@@ -105,14 +129,15 @@ def _fmt(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def _op_row(op: Op | None, ref: dict[str, Any]) -> dict[str, Any]:
+def _op_row(op: Op | None, ref: dict[str, Any], names: ProcessNames | None = None
+            ) -> dict[str, Any]:
     """A violation's op for the template: what the history says, located on the timeline."""
-    t0 = (op.time if op else int(ref.get("time") or 0)) / NS
+    t0 = (op.time if op else int(ref.get("time_ns", ref.get("time")) or 0)) / NS
     end = op.end_time if op is not None else None
     t1 = end / NS if end is not None else t0
     return {
         "index": ref.get("index"),
-        "process": _fmt(ref.get("process")),
+        "process": names.label(ref.get("process")) if names else _fmt(ref.get("process")),
         "f": op.f if op else _fmt(ref.get("f", "")),
         "type": op.type if op else "",
         "token": _fmt(ref.get("token")),
@@ -159,11 +184,12 @@ def _as_refs(val: Any, names_ops: bool) -> list[tuple[int, dict[str, Any]]] | No
     return refs
 
 
-def _cards(violations: Sequence[dict[str, Any]], by_index: dict[int, Op]) -> list[dict[str, Any]]:
+def _cards(violations: Sequence[dict[str, Any]], by_index: dict[int, Op],
+           names: ProcessNames | None = None) -> list[dict[str, Any]]:
     cards = []
     for n, v in enumerate(violations):
         refs = [r for r in v.get("ops") or [] if isinstance(r, dict)]
-        rows = [_op_row(by_index.get(r.get("index", -1)), r) for r in refs]
+        rows = [_op_row(by_index.get(r.get("index", -1)), r, names) for r in refs]
         extras = _extras(v, by_index)
         spans = rows + [o for e in extras if e["ops"] for o in e["ops"]]
         cards.append(
@@ -177,6 +203,7 @@ def _cards(violations: Sequence[dict[str, Any]], by_index: dict[int, Op]) -> lis
                     else f"key {_fmt(v['key'])}" if "key" in v else ""
                 ),
                 "explanation": _fmt(v.get("explanation", "")),
+                "incident": v.get("incident"),
                 "ops": rows,
                 "extras": extras,
                 "t0": min((o["t0"] for o in spans), default=0.0),
@@ -232,7 +259,15 @@ def render_report(run: RunData, plotly_src: str) -> str:
     ops = run.ops
     by_index = {op.index: op for op in ops}
     violations = run.violations
-    cards = _cards(violations, by_index)
+    names = load_names(run.run_dir)
+    cards = _cards(violations, by_index, names)
+    card_of: dict[tuple[str, int], int] = {}
+    for name, check in ((run.results or {}).get("checks") or {}).items():
+        if isinstance(check, dict):
+            for pos, v in enumerate(check.get("violations") or []):
+                if isinstance(v, dict):
+                    card_of[(name, pos)] = len(card_of) + 1
+    incidents = incident_views(run.results, ops, names, card_of)
     highlight = {
         o["index"] for c in cards for o in c["ops"] if isinstance(o["index"], int)
     }
@@ -240,7 +275,7 @@ def render_report(run: RunData, plotly_src: str) -> str:
     windows = fault_windows(ops, end_ns)
     faults = sorted({w.fault for w in windows})
     duration_s = end_ns / NS
-    lanes = assign_lanes(ops)
+    lanes = assign_lanes(ops, name=names.label)
     surely, possibly = held_intervals(ops, end_ns=end_ns)
     n_client = sum(1 for op in ops if op.process != NEMESIS)
     figs = {
@@ -268,6 +303,7 @@ def render_report(run: RunData, plotly_src: str) -> str:
         "kinds": sorted(kinds.items()),
         "n_violations": sum(kinds.values()),
         "cards": cards,
+        "incidents": incidents,
         "groups": [
             {"kind": kind, "cards": [c for c in cards if c["kind"] == kind]}
             for kind in dict.fromkeys(c["kind"] for c in cards)
@@ -301,8 +337,7 @@ def render_report(run: RunData, plotly_src: str) -> str:
 def write_report(run_dir: Path) -> Path:
     """Render run_dir/report.html from its history and results; returns its path."""
     run = load_run(run_dir)
-    store = store_of(run.run_dir)
-    js = plotly_js(store / "_static" if store is not None else run.run_dir)
+    js = carry_plotly_js(run.run_dir)
     out = run.run_dir / "report.html"
     write_atomic(out, render_report(run, _relative(js, run.run_dir)))
     log.info("wrote %s", out)

@@ -16,7 +16,7 @@ import bisect
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,9 +179,11 @@ def _process_key(p: Process) -> tuple[int, int, str]:
     return (0, p, "") if isinstance(p, int) else (1, 0, str(p))
 
 
-def assign_lanes(ops: Sequence[Op], max_lanes: int = MAX_LANES) -> Lanes:
+def assign_lanes(ops: Sequence[Op], max_lanes: int = MAX_LANES,
+                 name: Callable[[Process], str] = lambda p: f"p{p}") -> Lanes:
     """One lane per client process; past max_lanes processes, processes whose lifetimes do not
-    overlap (a worker going on under a new id after an `info`) share a lane."""
+    overlap (a worker going on under a new id after an `info`) share a lane. name(process) is
+    the lane's label (`reports.names.ProcessNames.label`: `p4 (node c5)`)."""
     first: dict[Process, int] = {}
     last: dict[Process, int] = {}
     for op in ops:
@@ -191,7 +193,7 @@ def assign_lanes(ops: Sequence[Op], max_lanes: int = MAX_LANES) -> Lanes:
         last[op.process] = max(last.get(op.process, 0), op.end_time or op.time)
     procs = sorted(first, key=_process_key)
     if len(procs) <= max_lanes:
-        return Lanes({p: i for i, p in enumerate(procs)}, tuple(f"p{p}" for p in procs))
+        return Lanes({p: i for i, p in enumerate(procs)}, tuple(name(p) for p in procs))
     of: dict[Process, int] = {}
     free: list[tuple[int, int]] = []  # (busy until, lane)
     members: list[list[Process]] = []

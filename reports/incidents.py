@@ -1,0 +1,229 @@
+"""The incident view: per incident of results.json, a sequence diagram drawn as inline SVG.
+
+In the style of Kleppmann's fencing figure (time runs left to right): a lane for the client whose
+grant went stale, one for the lock service, one for the client granted next, one for the resource.
+The stale grant's lease is a bar ending at its surely-held end (a dashed line across every lane),
+the fault that hit the holder is a shaded window on its lane, each grant is an arrow from the lock
+service with its token, and each write is an arrow to the resource with its token; the write that
+did the damage (accepted, or rejected by the fence) is red. `incident_views` turns results and
+ops into plain shapes; `templates/incident.svg.j2` draws them (autoescaped: names are data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fencecheck.checker.base import NEMESIS, Op
+from fencecheck.reports.names import ProcessNames, fault_target
+
+WIDTH = 980
+LEFT = 190  # room for lane names
+RIGHT = 30
+LANE_GAP = 72
+TOP = 46
+MAX_WRITES_PER_LANE = 14  # beyond this a lane's arrows would merge into a smear
+NS = 1e9
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def incident_violations(results: Mapping[str, Any], incident: Mapping[str, Any]
+                        ) -> list[tuple[str, int, dict[str, Any]]]:
+    """(check, position, violation) of an incident: by the violations' own `incident` id, else
+    by the incident's `violations` references (`n` = position in that check's list)."""
+    checks = results.get("checks") or {}
+    found: list[tuple[str, int, dict[str, Any]]] = []
+    for name, c in checks.items():
+        for n, v in enumerate((c or {}).get("violations") or []):
+            if isinstance(v, dict) and v.get("incident") == incident.get("id"):
+                found.append((name, n, v))
+    if found:
+        return found
+    for ref in incident.get("violations") or []:
+        name, pos = ref.get("check"), _int(ref.get("n"))
+        vs = (checks.get(name) or {}).get("violations") or []
+        if pos is not None and 0 <= pos < len(vs) and isinstance(vs[pos], dict):
+            found.append((str(name), pos, vs[pos]))
+    return found
+
+
+def _t(ref: Mapping[str, Any] | None, key: str) -> int | None:
+    return None if ref is None else _int(ref.get(key))
+
+
+def _fault_label(fault: Mapping[str, Any]) -> str:
+    f = str(fault.get("f") or "fault").removeprefix("start-")
+    target = fault_target(fault.get("value"))
+    return f"{f} of {target}" if target else f
+
+
+def _grant_end(ops_by_process: Mapping[Any, Sequence[Op]], grant: Op, limit: int) -> int:
+    """Where a grant's bar ends in the drawing: its process's next release or acquire on the
+    lock, else the right edge."""
+    lock = grant.get("lock")
+    for op in ops_by_process.get(grant.process, ()):
+        if op.time > grant.time and op.f in ("release", "acquire") and op.get("lock") == lock:
+            return min(op.time, limit)
+    return limit
+
+
+class _Scale:
+    def __init__(self, t0: int, t1: int) -> None:
+        self.t0, self.t1 = t0, max(t1, t0 + 1)
+
+    def x(self, t: int) -> float:
+        t = min(max(t, self.t0), self.t1)
+        return round(LEFT + (t - self.t0) / (self.t1 - self.t0) * (WIDTH - LEFT - RIGHT), 1)
+
+
+def _writes(ops: Sequence[Op], process: Any, lock: str, t0: int, t1: int,
+            damaging: set[int]) -> list[Op]:
+    ws = [op for op in ops
+          if op.process == process and op.f == "write"
+          and (op.get("lock") == lock or op.get("key") == lock)
+          and op.time <= t1 and (op.end_time or op.time) >= t0]
+    if len(ws) <= MAX_WRITES_PER_LANE:
+        return ws
+    keep = {op.index for op in ws if op.index in damaging}
+    rest = [op for op in ws if op.index not in keep]
+    step = max(1, len(rest) // max(1, MAX_WRITES_PER_LANE - len(keep)))
+    keep |= {op.index for op in rest[::step]}
+    return [op for op in ws if op.index in keep]
+
+
+def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
+                  by_index: Mapping[int, Op], ops: Sequence[Op],
+                  names: ProcessNames, card_of: Mapping[tuple[str, int], int]) -> dict[str, Any]:
+    """One incident as shapes for the SVG template, with its paragraph and violation links."""
+    lock = str(incident.get("lock", ""))
+    stale = incident.get("stale_grant") or {}
+    nxt = incident.get("next_grant") or None
+    fault = incident.get("fault") or None
+    vs = incident_violations(results, incident)
+    stale_p = stale.get("process")
+    next_p = nxt.get("process") if nxt else None
+    stale_op = by_index.get(_int(stale.get("index")) or -1)
+    next_op = by_index.get(_int(nxt.get("index")) or -1) if nxt else None
+    refs = [r for _, _, v in vs for r in v.get("ops") or [] if isinstance(r, dict)]
+    damaging = {
+        i for r in refs
+        if r.get("f") == "write" and r.get("process") == stale_p
+        and (i := _int(r.get("index"))) is not None
+    }
+    ok_ns = _t(stale, "ok_time_ns") or (stale_op.end_time if stale_op else None) or 0
+    end_ns = _t(stale, "surely_held_end_ns") or ok_ns
+    times = [stale_op.time if stale_op else ok_ns, ok_ns, end_ns]
+    times += [by_index[i].end_time or by_index[i].time for i in damaging if i in by_index]
+    if nxt is not None:
+        times.append(_t(nxt, "ok_time_ns") or 0)
+    times = [t for t in times if t]
+    span = max(times) - min(times) if times else 0
+    pad = max(span // 12, 20_000_000)
+    t0, t1 = min(times) - pad, max(times) + pad
+    if fault is not None:
+        fs = _t(fault, "start_time_ns")
+        if fs is not None and fs < t0 and t0 - fs < 3 * (t1 - t0):
+            t0 = fs - pad // 2  # the pause's start belongs in the picture when near
+    sc = _Scale(t0, t1)
+    client_ops: dict[Any, list[Op]] = {}
+    for op in ops:
+        if op.process != NEMESIS:
+            client_ops.setdefault(op.process, []).append(op)
+
+    lanes: list[dict[str, Any]] = [{"name": names.label(stale_p), "role": "stale"}]
+    lanes.append({"name": "lock service", "role": "lock"})
+    if nxt is not None and next_p != stale_p:
+        lanes.append({"name": names.label(next_p), "role": "next"})
+    lanes.append({"name": "resource", "role": "resource"})
+    for i, lane in enumerate(lanes):
+        lane["y"] = TOP + i * LANE_GAP
+    y = {lane["role"]: lane["y"] for lane in lanes}
+    y_next = y.get("next", y["stale"])
+
+    shapes: dict[str, Any] = {"bars": [], "arrows": [], "faults": [], "marks": []}
+    if fault is not None:
+        fs = _t(fault, "start_time_ns") or t0
+        fe = _t(fault, "end_time_ns")
+        shapes["faults"].append({
+            "x0": sc.x(fs), "x1": sc.x(fe if fe is not None else t1), "y": y["stale"],
+            "label": _fault_label(fault) + ("" if fe is not None else " (not healed)"),
+        })
+    shapes["bars"].append({"x0": sc.x(ok_ns), "x1": sc.x(end_ns), "y": y["stale"],
+                           "cls": "lease", "label": f"lease, token {stale.get('token')}"})
+    shapes["marks"].append({"x": sc.x(end_ns), "label":
+                            f"lease of p{stale_p} surely over at {end_ns / NS:.3f} s"})
+
+    def grant_arrows(op: Op | None, ref: Mapping[str, Any], lane_y: int) -> None:
+        ok_t = _t(ref, "ok_time_ns") or (op.end_time if op else None)
+        if ok_t is None:
+            return
+        inv_t = op.time if op is not None else ok_t
+        shapes["arrows"].append({"x0": sc.x(inv_t), "y0": lane_y, "x1": sc.x(inv_t),
+                                 "y1": y["lock"], "cls": "req", "label": ""})
+        shapes["arrows"].append({"x0": sc.x(ok_t), "y0": y["lock"], "x1": sc.x(ok_t),
+                                 "y1": lane_y, "cls": "grant",
+                                 "label": f"ok, token {ref.get('token')}"})
+
+    grant_arrows(stale_op, stale, y["stale"])
+    if nxt is not None:
+        grant_arrows(next_op, nxt, y_next)
+        next_ok = _t(nxt, "ok_time_ns") or t1
+        bar_end = _grant_end(client_ops, next_op, t1) if next_op else t1
+        shapes["bars"].append({"x0": sc.x(next_ok), "x1": sc.x(bar_end), "y": y_next,
+                               "cls": "lease-next", "label": f"lease, token {nxt.get('token')}"})
+    damage: list[str] = []
+    drawn: set[Any] = set()
+    for p, lane_y in ((stale_p, y["stale"]), (next_p, y_next)):
+        if p is None or p in drawn:
+            continue
+        drawn.add(p)
+        for w in _writes(client_ops.get(p, ()), p, lock, t0, t1, damaging):
+            bad = w.index in damaging or (
+                p == stale_p and w.time >= end_ns and w.error == "stale-token")
+            accepted = w.type == "ok"
+            outcome = "accepted" if accepted else (
+                "rejected" if w.error == "stale-token" else w.type)
+            end_t = w.end_time if w.end_time is not None else t1
+            label = f"write token {w.get('token')}" + (f": {outcome}" if bad else "")
+            shapes["arrows"].append({
+                "x0": sc.x(w.time), "y0": lane_y, "x1": sc.x(end_t), "y1": y["resource"],
+                "cls": ("bad" if bad else "write") + ("" if accepted else " rejected"),
+                "label": label if bad else "", "title": f"#{w.index} {names.label(p)} {label}"
+                f" ({outcome}) at {w.time / NS:.3f} s",
+            })
+            if bad:
+                damage.append(f"#{w.index} {names.label(p)} write token {w.get('token')} "
+                              f"{outcome} at {end_t / NS:.3f} s")
+    ticks = [t0 + (t1 - t0) * k // 5 for k in range(6)]
+    height = TOP + (len(lanes) - 1) * LANE_GAP + 56
+    return {
+        "id": incident.get("id"),
+        "lock": lock,
+        "kinds": list(incident.get("kinds") or []),
+        "story": str(incident.get("story") or ""),
+        "stale": names.label(stale_p),
+        "stale_token": stale.get("token"),
+        "next": names.label(next_p) if nxt is not None else None,
+        "next_token": nxt.get("token") if nxt else None,
+        "fault": _fault_label(fault) if fault else None,
+        "damage": damage,
+        "links": [{"check": c, "n": card_of.get((c, n)), "kind": str(v.get("kind", "?"))}
+                  for c, n, v in vs],
+        "width": WIDTH, "height": height, "left": LEFT, "right": WIDTH - RIGHT,
+        "lanes": lanes, "axis_y": height - 24,
+        "ticks": [{"x": sc.x(t), "label": f"{t / NS:.2f} s"} for t in ticks],
+        **shapes,
+    }
+
+
+def incident_views(results: Mapping[str, Any] | None, ops: Sequence[Op],
+                   names: ProcessNames, card_of: Mapping[tuple[str, int], int]
+                   ) -> list[dict[str, Any]]:
+    """Every incident of results, drawn; none when results carry no incidents."""
+    incidents = (results or {}).get("incidents") or []
+    by_index = {op.index: op for op in ops}
+    return [incident_view(i, results or {}, by_index, ops, names, card_of)
+            for i in incidents if isinstance(i, dict)]

@@ -1,0 +1,99 @@
+"""One name per process, the same in the report, the CLI and results: `p4 (node c5)`.
+
+A run folder says which worker ran on which client node (`nodes/<node>/worker.json`: `worker`,
+`concurrency`, `process_base`). A worker's process id is `process_base + worker + concurrency ×
+generation` (a new generation after each `info`, see `workloads.worker`), so the worker, and with
+it the node, follows from the id alone. The final read runs with `process_base` 1,000,000
+(`fencecheck.workers.FINAL_READ_PROCESS_BASE`) and is named as such. Pure: reads the run folder,
+runs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Mirrors fencecheck.workers.FINAL_READ_PROCESS_BASE; reports may not import upward (DESIGN.md).
+FINAL_READ_BASE = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessNames:
+    """Maps a history's process ids to workers and client nodes."""
+
+    concurrency: int | None = None
+    node_of_worker: Mapping[int, str] = field(default_factory=dict)
+
+    def worker(self, process: Any) -> int | None:
+        """The worker (0-based) that ran process, or None (nemesis, final read, unknown)."""
+        if not isinstance(process, int) or isinstance(process, bool) or process < 0:
+            return None
+        if process >= FINAL_READ_BASE or not self.concurrency:
+            return None
+        return process % self.concurrency
+
+    def node(self, process: Any) -> str | None:
+        w = self.worker(process)
+        return None if w is None else self.node_of_worker.get(w)
+
+    def is_final_read(self, process: Any) -> bool:
+        return isinstance(process, int) and not isinstance(process, bool) and (
+            process >= FINAL_READ_BASE
+        )
+
+    def label(self, process: Any) -> str:
+        """`p4 (node c5)`, `final read (p1000000)`, `nemesis`, or `p4` where no node is known."""
+        if process == "nemesis":
+            return "nemesis"
+        if self.is_final_read(process):
+            return f"final read (p{process})"
+        node = self.node(process)
+        return f"p{process} (node {node})" if node else f"p{process}"
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_names(run_dir: Path) -> ProcessNames:
+    """The process names of a run folder; without worker configs, plain `p<id>` names."""
+    nodes: dict[int, str] = {}
+    concurrency: int | None = None
+    base = run_dir / "nodes"
+    if base.is_dir():
+        for conf_path in sorted(base.glob("*/worker.json")):
+            conf = _read(conf_path)
+            if conf is None or conf.get("process_base", 0) != 0:
+                continue
+            w, c = conf.get("worker"), conf.get("concurrency")
+            if isinstance(w, int) and isinstance(c, int) and c > 0:
+                nodes[w] = conf_path.parent.name
+                concurrency = c
+    if concurrency is None:
+        test = _read(run_dir / "test.json") or {}
+        cfg = test.get("config")
+        c = cfg.get("concurrency") if isinstance(cfg, dict) else None
+        concurrency = c if isinstance(c, int) and c > 0 else None
+    return ProcessNames(concurrency, nodes)
+
+
+def fault_target(value: Any) -> str:
+    """What a fault hit, from the value the nemesis logged: `c5`, `c1, c2`, a partition's
+    shape; empty where the nemesis did not say."""
+    if not isinstance(value, dict):
+        return ""
+    for key in ("targets", "nodes", "node", "target"):
+        t = value.get(key)
+        if isinstance(t, list) and t:
+            return ", ".join(map(str, t))
+        if isinstance(t, str) and t:
+            return t
+    shape = value.get("shape")
+    return str(shape) if isinstance(shape, str) else ""
