@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
-VIOLATION_KEYS = ("check", "kind", "lock", "key", "ops", "explanation")
+VIOLATION_KEYS = ("check", "kind", "lock", "key", "ops", "explanation", "incident")
 
 
 @cache
@@ -155,7 +155,7 @@ def _extras(v: dict[str, Any], by_index: dict[int, Op]) -> list[dict[str, Any]]:
     for k, val in v.items():
         if k in VIOLATION_KEYS:
             continue
-        if (k == "time" or k.endswith("_ns")) and isinstance(val, int | float):
+        if k.endswith("_ns") and isinstance(val, int | float):
             out.append({"name": k, "ops": None, "text": f"{val / NS:.4f} s"})
             continue
         refs = _as_refs(val, names_ops=any(w in k for w in ("op", "prefix", "index")))
