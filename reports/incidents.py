@@ -80,10 +80,13 @@ class _Scale:
 
 
 def _writes(ops: Sequence[Op], process: Any, lock: str, t0: int, t1: int,
-            damaging: set[int]) -> list[Op]:
+            damaging: set[int], token: Any) -> list[Op]:
+    """process's writes under the lock in [t0, t1]; with tokens, only those under the grant's
+    own token (writes under the process's other grants are another story)."""
     ws = [op for op in ops
           if op.process == process and op.f == "write"
           and (op.get("lock") == lock or op.get("key") == lock)
+          and (token is None or op.get("token") == token or op.index in damaging)
           and op.time <= t1 and (op.end_time or op.time) >= t0]
     if len(ws) <= MAX_WRITES_PER_LANE:
         return ws
@@ -143,7 +146,7 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
     y = {lane["role"]: lane["y"] for lane in lanes}
     y_next = y.get("next", y["stale"])
 
-    shapes: dict[str, Any] = {"bars": [], "arrows": [], "faults": [], "marks": []}
+    shapes: dict[str, Any] = {"bars": [], "arrows": [], "faults": [], "marks": [], "labels": []}
     if fault is not None:
         fs = _t(fault, "start_time_ns") or t0
         fe = _t(fault, "end_time_ns")
@@ -153,8 +156,9 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
         })
     shapes["bars"].append({"x0": sc.x(ok_ns), "x1": sc.x(end_ns), "y": y["stale"],
                            "cls": "lease", "label": f"lease, token {stale.get('token')}"})
-    shapes["marks"].append({"x": sc.x(end_ns), "label":
-                            f"lease of p{stale_p} surely over at {end_ns / NS:.3f} s"})
+    x_end = sc.x(end_ns)
+    shapes["marks"].append({"x": x_end, "anchor": "end" if x_end > WIDTH - 300 else "start",
+                            "label": f"lease of p{stale_p} surely over at {end_ns / NS:.3f} s"})
 
     def grant_arrows(op: Op | None, ref: Mapping[str, Any], lane_y: int) -> None:
         ok_t = _t(ref, "ok_time_ns") or (op.end_time if op else None)
@@ -162,10 +166,15 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
             return
         inv_t = op.time if op is not None else ok_t
         shapes["arrows"].append({"x0": sc.x(inv_t), "y0": lane_y, "x1": sc.x(inv_t),
-                                 "y1": y["lock"], "cls": "req", "label": ""})
-        shapes["arrows"].append({"x0": sc.x(ok_t), "y0": y["lock"], "x1": sc.x(ok_t),
-                                 "y1": lane_y, "cls": "grant",
-                                 "label": f"ok, token {ref.get('token')}"})
+                                 "y1": y["lock"], "cls": "req", "title": "acquire"})
+        x = sc.x(ok_t)
+        shapes["arrows"].append({"x0": x, "y0": y["lock"], "x1": x, "y1": lane_y,
+                                 "cls": "grant", "title": f"granted at {ok_t / NS:.3f} s"})
+        # Left of the arrow, where the writes that follow a grant do not draw.
+        left = x - LEFT > 110
+        shapes["labels"].append({"x": x - 5 if left else x + 5, "y": (y["lock"] + lane_y) / 2 + 4,
+                                 "text": f"ok, token {ref.get('token')}", "cls": "grant",
+                                 "anchor": "end" if left else "start"})
 
     grant_arrows(stale_op, stale, y["stale"])
     if nxt is not None:
@@ -176,11 +185,13 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
                                "cls": "lease-next", "label": f"lease, token {nxt.get('token')}"})
     damage: list[str] = []
     drawn: set[Any] = set()
-    for p, lane_y in ((stale_p, y["stale"]), (next_p, y_next)):
+    lanes_of = ((stale_p, y["stale"], stale.get("token")),
+                (next_p, y_next, nxt.get("token") if nxt else None))
+    for p, lane_y, token in lanes_of:
         if p is None or p in drawn:
             continue
         drawn.add(p)
-        for w in _writes(client_ops.get(p, ()), p, lock, t0, t1, damaging):
+        for w in _writes(client_ops.get(p, ()), p, lock, t0, t1, damaging, token):
             bad = w.index in damaging or (
                 p == stale_p and w.time >= end_ns and w.error == "stale-token")
             accepted = w.type == "ok"
@@ -191,9 +202,11 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
             shapes["arrows"].append({
                 "x0": sc.x(w.time), "y0": lane_y, "x1": sc.x(end_t), "y1": y["resource"],
                 "cls": ("bad" if bad else "write") + ("" if accepted else " rejected"),
-                "label": label if bad else "", "title": f"#{w.index} {names.label(p)} {label}"
-                f" ({outcome}) at {w.time / NS:.3f} s",
+                "title": f"#{w.index} {names.label(p)} {label} ({outcome}) at {w.time / NS:.3f} s",
             })
+            if bad and not damage:  # one label: a run of damaging writes would overprint
+                shapes["labels"].append({"x": sc.x(end_t), "y": y["resource"] + 16,
+                                         "text": label, "cls": "bad", "anchor": "middle"})
             if bad:
                 damage.append(f"#{w.index} {names.label(p)} write token {w.get('token')} "
                               f"{outcome} at {end_t / NS:.3f} s")

@@ -1,0 +1,74 @@
+"""The incident view and process names, on the hand-made run folders (pure logic; the browser
+and real-run checks are in test_incidents_browser.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from fencecheck.reports.html import write_report
+from fencecheck.reports.incidents import incident_violations
+from fencecheck.reports.names import FINAL_READ_BASE, ProcessNames, fault_target, load_names
+from tests.reports.conftest import copy_run
+
+
+def test_process_ids_map_to_workers_and_nodes_through_worker_configs(tmp_path: Path) -> None:
+    for w, node in enumerate(("c1", "c2", "c3")):
+        (tmp_path / "nodes" / node).mkdir(parents=True)
+        conf = {"worker": w, "concurrency": 3, "process_base": 0}
+        (tmp_path / "nodes" / node / "worker.json").write_text(json.dumps(conf))
+    (tmp_path / "final-read.json").write_text(json.dumps({"process_base": FINAL_READ_BASE}))
+    names = load_names(tmp_path)
+    # worker i runs as i + k × concurrency after k retirements
+    assert [names.label(p) for p in (0, 4, 8)] == ["p0 (node c1)", "p4 (node c2)", "p8 (node c3)"]
+    assert names.label(FINAL_READ_BASE) == "final read (p1000000)"
+    assert names.label("nemesis") == "nemesis"
+
+
+def test_without_worker_configs_names_are_plain_process_ids(tmp_path: Path) -> None:
+    assert load_names(tmp_path).label(7) == "p7"
+    assert ProcessNames(5, {}).label(7) == "p7"
+
+
+def test_fault_target_reads_what_the_nemesis_logged() -> None:
+    assert fault_target({"targets": ["c5"], "paused": ["c5"]}) == "c5"
+    assert fault_target({"nodes": ["n1", "n2"]}) == "n1, n2"
+    assert fault_target({"shape": "majority"}) == "majority"
+    assert fault_target(None) == ""
+
+
+def test_incident_violations_follow_the_positions_in_each_check() -> None:
+    results = {
+        "checks": {"fencing": {"violations": [{"kind": "a"}, {"kind": "b"}]}},
+        "incidents": [{"id": 1, "violations": [{"check": "fencing", "n": 1}]}],
+    }
+    assert incident_violations(results, results["incidents"][0]) == [
+        ("fencing", 1, {"kind": "b"})
+    ]
+
+
+def test_report_draws_every_incident_with_its_grants_fault_and_damaging_write(
+    tmp_path: Path,
+) -> None:
+    run = copy_run("violations", tmp_path / "run")
+    results = json.loads((run / "results.json").read_text())
+    page = write_report(run).read_text()
+    articles = re.findall(r'<article class="incident" id="incident-(\d+)".*?</article>', page,
+                          flags=re.S)
+    assert [int(i) for i in articles] == [i["id"] for i in results["incidents"]]
+    first = results["incidents"][0]
+    body = page.split('id="incident-1"', 1)[1].split("</article>", 1)[0]
+    assert "<svg" in body and "lock service" in body and "resource" in body
+    assert f"p{first['stale_grant']['process']}" in body
+    assert f"ok, token {first['stale_grant']['token']}" in body
+    assert f"ok, token {first['next_grant']['token']}" in body
+    assert "pause of c0" in body  # the fault names its target
+    assert 'class="arrow bad' in body  # the damaging write, drawn red
+    assert "surely over at" in body
+    assert first["story"].replace('"', "&#34;") in body
+
+
+def test_a_report_without_incidents_has_no_incident_section(tmp_path: Path) -> None:
+    page = write_report(copy_run("fenced", tmp_path / "run")).read_text()
+    assert 'id="incidents"' not in page
