@@ -16,25 +16,23 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 import tomllib
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
-import jinja2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fencecheck import backends
 from fencecheck.config import ConfigError, RunConfig
+from fencecheck.reports.junit import Case, case_of_run, write_cases
 
 log = logging.getLogger(__name__)
 
@@ -387,125 +385,59 @@ def run_matrix(matrix: Matrix, out_dir: Path, junit: Path | None = None,
 
 # ---- output -----------------------------------------------------------------------------------
 
-_SECTION = jinja2.Environment(autoescape=True).from_string("""
-<section id="expectations">
-  <h2>Matrix rows: expected outcomes</h2>
-  <p>{{ missed }} of {{ rows|length }} row{{ "" if rows|length == 1 else "s" }} missed
-    {{ "its" if rows|length == 1 else "their" }} expectation.</p>
-  <table class="matrix">
-    <tr><th>row</th><th>expect</th><th>verdicts</th><th>expectation</th><th>reports</th></tr>
-    {% for r in rows %}
-    <tr class="{{ 'cell-valid' if r.met else 'cell-invalid' }}">
-      <td><strong>{{ r.label }}</strong></td><td>{{ r.expect }}</td>
-      <td>{{ r.verdicts }}</td><td><strong>{{ "met" if r.met else "MISSED" }}</strong></td>
-      <td>{% for l in r.links %}<a href="{{ l.href }}">seed {{ l.seed }}</a>
-        {% endfor %}</td>
-    </tr>
-    {% endfor %}
-  </table>
-</section>
-""")
-
-
-def _rel(target: Path, start: Path) -> str:
-    return Path(os.path.relpath(target, start)).as_posix()
-
-
 def _write_compare(results: Sequence[RowResult], out_dir: Path) -> tuple[Path | None, str | None]:
-    """reports.compare over this matrix's runs, with a section naming each row's expectation."""
-    from fencecheck.reports.compare import compare
+    """reports.compare over this matrix's runs, each configuration judged by its row's
+    expectation, with the rows themselves first."""
+    from fencecheck.reports.compare import ExpectedRow, compare
     from fencecheck.reports.rundata import ReportError
 
     run_dirs = [r.run_dir for rr in results for r in rr.runs
                 if r.run_dir is not None and (r.run_dir / "test.json").is_file()]
     if not run_dirs:
         return None, "no run produced a run directory"
+    rows = [ExpectedRow(
+        label=rr.row.label, expect=rr.row.expect, met=rr.met,
+        verdicts=", ".join(r.verdict for r in rr.runs) or "not run",
+        links=tuple((f"seed {r.seed}", r.report or r.run_dir) for r in rr.runs
+                    if r.run_dir is not None),
+    ) for rr in results]
+    expectations = {rr.row.configs[0].test_name: rr.row.expect for rr in results}
     try:
-        html_path, _csv = compare(run_dirs, out_dir)
+        html_path, _csv = compare(run_dirs, out_dir, expectations=expectations,
+                                  expected_rows=rows)
     except (ReportError, OSError) as e:
         log.warning("comparison report failed: %s", e)
         return None, str(e)
-    out = out_dir.resolve()
-    section = _SECTION.render(
-        missed=sum(not rr.met for rr in results),
-        rows=[{
-            "label": rr.row.label, "expect": rr.row.expect, "met": rr.met,
-            "verdicts": ", ".join(r.verdict for r in rr.runs) or "not run",
-            "links": [{"seed": r.seed, "href": _rel(r.report or r.run_dir, out)}
-                      for r in rr.runs if r.run_dir is not None],
-        } for rr in results],
-    )
-    text = html_path.read_text(encoding="utf-8")
-    # Ahead of the backend grid: what a nightly reader looks for first is the missed rows.
-    if "<main>" in text:
-        text = text.replace("<main>", "<main>" + section, 1)
-    else:
-        text = text.replace("</body>", section + "</body>", 1)
-    tmp = html_path.with_name(html_path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(html_path)
     return html_path, None
 
 
-def _violation_kinds(run_dir: Path | None) -> str:
-    if run_dir is None or not (run_dir / "results.json").is_file():
-        return ""
-    try:
-        checks = json.loads((run_dir / "results.json").read_text()).get("checks") or {}
-    except (OSError, json.JSONDecodeError):
-        return ""
-    kinds = sorted({str(v.get("kind")) for c in checks.values() if isinstance(c, dict)
-                    for v in c.get("violations") or [] if isinstance(v, dict)})
-    return ", ".join(kinds)
+def junit_cases(results: Sequence[RowResult]) -> list[Case]:
+    """One case per seed of each row, classname = the row, name = `seed <n>`: it passes when the
+    run met the row's expectation (a must-find run that found violations passes)."""
+    cases: list[Case] = []
+    for rr in results:
+        made = {r.seed: r for r in rr.runs}
+        for seed in rr.row.seeds:
+            rec = made.get(seed)
+            name, expect = f"seed {seed}", rr.row.expect
+            if rec is None:
+                cases.append(Case(rr.row.label, name, "not-run", expect,
+                                  detail="not run (interrupted)"))
+            elif rec.run_dir is not None and rec.verdict in JUDGED:
+                cases.append(case_of_run(rec.run_dir, classname=rr.row.label, name=name,
+                                         expect=expect, duration_s=rec.duration_s,
+                                         exit_code=rec.exit_code))
+            else:
+                cases.append(Case(rr.row.label, name, rec.verdict, expect, rec.duration_s,
+                                  rec.exit_code, (("seed", str(seed)),),
+                                  detail=rec.error or "",
+                                  where=str(rec.report or rec.run_dir or rec.log or "")))
+    return cases
 
 
 def write_junit(results: Sequence[RowResult], path: Path, suite: str) -> None:
-    """One test case per run, class = the row: it passes when the run met the row's expectation
-    (a must-find run that found violations passes); an error or a run never made is an error."""
-    root = ET.Element("testsuites")
-    ts = ET.SubElement(root, "testsuite", name=suite)
-    tests = failures = errors = 0
-    total = 0.0
-    for rr in results:
-        want = EXPECTED_VERDICT[rr.row.expect]
-        made = {r.seed: r for r in rr.runs}
-        for seed in rr.row.seeds:
-            tests += 1
-            rec = made.get(seed)
-            case = ET.SubElement(ts, "testcase", classname=rr.row.label, name=f"seed {seed}",
-                                 time=f"{rec.duration_s if rec else 0:.3f}")
-            if rec is None:
-                errors += 1
-                ET.SubElement(case, "error", type="not-run",
-                              message=f"row {rr.row.label}: seed {seed} not run (interrupted)")
-                continue
-            total += rec.duration_s
-            where = f"report: {rec.report or rec.run_dir or rec.log}"
-            kinds = _violation_kinds(rec.run_dir)
-            if rec.verdict == want:
-                pass
-            elif rec.verdict in JUDGED:
-                failures += 1
-                f = ET.SubElement(case, "failure", type=rec.verdict, message=(
-                    f"row {rr.row.label} MISSED {rr.row.expect}: seed {seed} was {rec.verdict} "
-                    f"(exit {rec.exit_code}), expected {want}"))
-                f.text = f"{where}\nviolations: {kinds or 'none'}"
-            else:
-                errors += 1
-                e = ET.SubElement(case, "error", type=rec.verdict, message=(
-                    f"row {rr.row.label} MISSED {rr.row.expect}: seed {seed}: {rec.verdict} "
-                    f"(exit {rec.exit_code}): {rec.error}"))
-                e.text = where
-            out = ET.SubElement(case, "system-out")
-            out.text = f"run directory: {rec.run_dir}\n{where}\nviolations: {kinds or 'none'}"
-    for k, v in (("tests", tests), ("failures", failures), ("errors", errors)):
-        ts.set(k, str(v))
-    ts.set("time", f"{total:.3f}")
-    ET.indent(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")
-    tmp.replace(path)
+    """The matrix's JUnit file, through the one writer of reports.junit."""
+    write_cases(junit_cases(results), path, suite)
 
 
 def _write_json(outcome: MatrixOutcome, path: Path) -> None:

@@ -2,22 +2,24 @@
 
 `summarize(run_dir)` reduces one run to a row (configuration, verdict, violation counts by kind,
 availability, latency, time to first violation); `matrix(rows)` groups rows by backend × client ×
-resource × nemesis × fencing with pandas; `compare(paths, out_dir)` writes both files, each cell
-linking to its runs' reports (written first where missing).
+resource × workload × nemesis × fencing with pandas; `compare(paths, out_dir)` writes both files,
+each cell linking to its runs' reports (written first where missing). Given expectations (a test
+name's "must-find" or "must-pass", or a matrix's rows), a configuration shows whether it met
+them: violations found where they must be are green, "found as expected". CSV cells a
+spreadsheet would read as a formula are escaped.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
 
 import pandas as pd
-from markupsafe import Markup
 
 from fencecheck.checker.base import NEMESIS
 from fencecheck.reports.html import env, static_text, write_atomic, write_report
@@ -34,7 +36,10 @@ KINDS = (
     "lost-update",
     "not-linearizable",
 )
-CONFIG_KEYS = ("backend", "client", "resource", "nemesis", "fencing")
+CONFIG_KEYS = ("backend", "client", "resource", "workload", "nemesis", "fencing")
+EXPECTED_VERDICT = {"must-find": "invalid", "must-pass": "valid"}
+# A cell beginning with one of these is a formula to a spreadsheet (OWASP's CSV injection list).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # Worst first: a configuration's verdict is the worst of its runs'.
 VERDICT_ORDER = ("invalid", "unknown", "no results", "valid")
 
@@ -47,6 +52,7 @@ class RunSummary:
     backend: str
     client: str
     resource: str
+    workload: str
     nemesis: str
     fencing: str
     verdict: str
@@ -56,6 +62,39 @@ class RunSummary:
     p99_ms: float | None
     first_violation_s: float | None
     report: Path | None
+    expect: str | None = None  # "must-find" or "must-pass", where the caller said
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedRow:
+    """A matrix row and how its runs went, for the expectations section of the page."""
+
+    label: str
+    expect: str
+    met: bool
+    verdicts: str
+    links: tuple[tuple[str, Path], ...]  # (label, report or run folder)
+
+
+def outcome(expect: str | None, verdicts: Sequence[str]) -> tuple[str, str]:
+    """(css class, text) of runs judged against an expectation: "found as expected" (green)
+    when violations were to be found and were, "MISSED: …" (red) when not met."""
+    if not expect or expect not in EXPECTED_VERDICT:
+        worst = next((v for v in VERDICT_ORDER if v in set(verdicts)), "no results")
+        return f"cell-{worst.replace(' ', '-')}", worst
+    want = EXPECTED_VERDICT[expect]
+    if verdicts and all(v == want for v in verdicts):
+        return "cell-met", "found as expected" if want == "invalid" else "passed as expected"
+    return "cell-missed", ("MISSED: no violations found" if want == "invalid"
+                           else "MISSED: violations found" if "invalid" in verdicts
+                           else "MISSED: not judged")
+
+
+def csv_safe(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula, prefixed with ' so that it is text."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
 
 
 def _text(value: Any) -> str:
@@ -87,7 +126,8 @@ def _first_violation_s(run: RunData) -> float | None:
     return min(times) / NS if times else None
 
 
-def summarize(run_dir: Path, *, write_missing_report: bool = True) -> RunSummary:
+def summarize(run_dir: Path, *, write_missing_report: bool = True,
+              expect: str | None = None) -> RunSummary:
     run = load_run(run_dir)
     cfg = run.config
     client_ops = [op for op in run.ops if op.process != NEMESIS]
@@ -104,6 +144,7 @@ def summarize(run_dir: Path, *, write_missing_report: bool = True) -> RunSummary
         backend=_text(cfg.get("backend")),
         client=_text(cfg.get("client")),
         resource=_text(cfg.get("resource")),
+        workload=_text(cfg.get("workload", "lock")),
         nemesis=_text(cfg.get("nemesis")),
         fencing=_text(cfg.get("fencing")),
         verdict=run.verdict,
@@ -113,6 +154,7 @@ def summarize(run_dir: Path, *, write_missing_report: bool = True) -> RunSummary
         p99_ms=percentile(lat, 0.99),
         first_violation_s=_first_violation_s(run),
         report=report,
+        expect=expect,
     )
 
 
@@ -127,13 +169,15 @@ def runs_frame(rows: Sequence[RunSummary]) -> pd.DataFrame:
     for r in rows:
         d = asdict(r)
         counts = d.pop("violations")
+        d["expect"] = d["expect"] or ""
         d.update({k: counts.get(k, 0) for k in (*KINDS, *sorted(set(counts) - set(KINDS)))})
         records.append(d)
     return pd.DataFrame.from_records(records)
 
 
 def matrix(rows: Sequence[RunSummary]) -> pd.DataFrame:
-    """backend × client × resource × nemesis × fencing → verdict, counts, availability, latency."""
+    """backend × client × resource × workload × nemesis × fencing → verdict, counts,
+    availability, latency, expectation."""
     df = runs_frame(rows)
     kinds = [c for c in df.columns if c in KINDS or c not in asdict(rows[0])]
     agg: dict[str, Any] = {
@@ -145,6 +189,7 @@ def matrix(rows: Sequence[RunSummary]) -> pd.DataFrame:
         "p50_ms": ("p50_ms", "median"),
         "p99_ms": ("p99_ms", "max"),
         "first_violation_s": ("first_violation_s", "min"),
+        "expect": ("expect", lambda s: "+".join(sorted(set(s) - {""}))),
     }
     grouped: pd.DataFrame = df.groupby(list(CONFIG_KEYS), sort=True, dropna=False).agg(**agg)
     return grouped
@@ -160,22 +205,37 @@ def _href(target: Path, start: Path) -> str:
 
 
 def compare(
-    paths: Sequence[Path], out_dir: Path, *, preamble_html: str = ""
+    paths: Sequence[Path], out_dir: Path, *, expectations: Mapping[str, str] | None = None,
+    expected_rows: Sequence[ExpectedRow] = (),
 ) -> tuple[Path, Path]:
     """Write out_dir/compare.html and out_dir/compare.csv for every run found in paths.
 
-    preamble_html, trusted markup the caller has escaped (e.g. a matrix's expectations), goes at
-    the top of the page."""
+    expectations: test name -> "must-find" or "must-pass"; expected_rows: a matrix's rows, shown
+    first (what a nightly reader looks for is the missed rows)."""
     run_dirs = find_runs(paths)
     if not run_dirs:
         where = ", ".join(map(str, paths))
         raise ReportError(f"no run directories (with test.json) found in {where}")
-    rows = [summarize(d) for d in run_dirs]
+    for name, expect in (expectations or {}).items():
+        if expect not in EXPECTED_VERDICT:
+            raise ReportError(f"expectation of {name!r}: {expect!r} is not must-find or "
+                              "must-pass")
+    rows = []
+    for d in run_dirs:
+        r = summarize(d)
+        rows.append(replace(r, expect=(expectations or {}).get(r.name)))
     out_dir.mkdir(parents=True, exist_ok=True)
     out_dir = out_dir.resolve()
     m = matrix(rows)
     csv_path = out_dir / "compare.csv"
     table = m.reset_index()
+    table["outcome"] = [
+        outcome(str(row["expect"]) or None, [
+            r.verdict for r in rows
+            if tuple(getattr(r, k) for k in CONFIG_KEYS) == cast(tuple[Any, ...], key)
+        ])[1]
+        for key, row in m.iterrows()
+    ]
     table["reports"] = [
         ";".join(
             _rel(r.report or r.run_dir, out_dir)
@@ -184,9 +244,11 @@ def compare(
         )
         for key in m.index
     ]
+    table = table.apply(lambda col: col.map(csv_safe))
+    table.columns = [csv_safe(c) for c in table.columns]
     write_atomic(csv_path, table.to_csv(index=False, float_format="%.6g"))
     html_path = out_dir / "compare.html"
-    write_atomic(html_path, _render(rows, m, out_dir, preamble_html))
+    write_atomic(html_path, _render(rows, m, out_dir, expected_rows))
     log.info("wrote %s and %s", html_path, csv_path)
     return html_path, csv_path
 
@@ -196,10 +258,12 @@ def _fmt_num(x: Any, spec: str) -> str:
 
 
 def _render(
-    rows: Sequence[RunSummary], m: pd.DataFrame, out_dir: Path, preamble_html: str = ""
+    rows: Sequence[RunSummary], m: pd.DataFrame, out_dir: Path,
+    expected_rows: Sequence[ExpectedRow] = (),
 ) -> str:
     kinds = [c for c in m.columns if c not in (
-        "runs", "verdict", "invalid_runs", "ok_frac", "p50_ms", "p99_ms", "first_violation_s"
+        "runs", "verdict", "invalid_runs", "ok_frac", "p50_ms", "p99_ms", "first_violation_s",
+        "expect",
     )]
     by_key: dict[tuple[str, ...], list[RunSummary]] = {}
     for r in sorted(rows, key=lambda r: r.started, reverse=True):
@@ -218,8 +282,13 @@ def _render(
     table = []
     for key, row in m.iterrows():
         k = tuple(str(x) for x in cast(tuple[Any, ...], key))
+        expect = str(row["expect"]) or None
+        cls, text = outcome(expect, [lk["verdict"] for lk in links(k)])
         table.append(
             {
+                "expect": expect or "",
+                "cls": cls,
+                "outcome": text,
                 "config": dict(zip(CONFIG_KEYS, k, strict=True)),
                 "runs": int(row["runs"]),
                 "verdict": row["verdict"],
@@ -232,20 +301,30 @@ def _render(
                 "links": links(k),
             }
         )
-    # The grid: one row per backend/client/resource/fencing, one column per nemesis.
+    # The grid: one row per backend/client/resource/workload/fencing, one column per nemesis.
     nemeses = sorted({t["config"]["nemesis"] for t in table})
     grid: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
     for t in table:
         c = t["config"]
-        grid.setdefault((c["backend"], c["client"], c["resource"], c["fencing"]), {})[
-            c["nemesis"]
-        ] = t
+        grid.setdefault(
+            (c["backend"], c["client"], c["resource"], c["workload"], c["fencing"]), {}
+        )[c["nemesis"]] = t
+    expected = [
+        {
+            "label": e.label, "expect": e.expect, "met": e.met, "verdicts": e.verdicts,
+            "outcome": outcome(e.expect, [EXPECTED_VERDICT.get(e.expect, "?")])[1]
+            if e.met else "MISSED",
+            "links": [{"label": lb, "href": _href(p, out_dir)} for lb, p in e.links],
+        }
+        for e in expected_rows
+    ]
     return env().get_template("compare.html.j2").render(
         table=table,
         kinds=kinds,
         nemeses=nemeses,
         grid=sorted(grid.items()),
         n_runs=len(rows),
-        preamble=Markup(preamble_html),
+        expected=expected,
+        missed=sum(not e.met for e in expected_rows),
         css=static_text("report.css"),
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.reports.compare import compare, summarize
+from fencecheck.reports.compare import ExpectedRow, compare, csv_safe, summarize
 from fencecheck.reports.junit import write_junit
 from fencecheck.reports.rundata import ReportError, find_runs
 from tests.reports.conftest import ARTIFACTS, Browser
@@ -65,10 +65,32 @@ def test_compare_writes_matrix_csv_and_html_linking_reports(store: Path, tmp_pat
     assert "<svg onload" not in page and "&lt;svg onload" in page
 
 
-def test_compare_takes_a_trusted_preamble(store: Path, tmp_path: Path) -> None:
-    html_path, _ = compare([store], tmp_path / "out", preamble_html='<section id="pre">x</section>')
-    page = html_path.read_text()
-    assert page.index('<section id="pre">x</section>') < page.index('<section id="grid">')
+def test_an_expected_finding_is_met_and_a_missed_one_is_red(store: Path, tmp_path: Path) -> None:
+    expect = {"redis-unfenced-pause": "must-find", "etcd-fenced-pause": "must-find"}
+    _, csv_path = compare([store], tmp_path / "out", expectations=expect)
+    by_backend = {r["backend"]: r for r in csv.DictReader(csv_path.open())}
+    assert (by_backend["redis"]["expect"], by_backend["redis"]["outcome"]) == (
+        "must-find", "found as expected")
+    assert by_backend["etcd"]["outcome"] == "MISSED: no violations found"
+    assert by_backend["etcd"]["workload"] == "lock"  # rows group by workload too
+
+
+def test_a_bad_expectation_is_a_report_error(store: Path, tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="'maybe' is not must-find or must-pass"):
+        compare([store], tmp_path / "out", expectations={"x": "maybe"})
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_escaped(store: Path, tmp_path: Path) -> None:
+    run = store / "etcd-fenced-pause" / "20261129T225000"
+    test = json.loads((run / "test.json").read_text())
+    test["config"]["client"] = "=HYPERLINK(\"http://x\",\"y\")"
+    test["config"]["resource"] = "@SUM(A1)"
+    (run / "test.json").write_text(json.dumps(test))
+    _, csv_path = compare([store], tmp_path / "out")
+    (etcd,) = [r for r in csv.DictReader(csv_path.open()) if r["backend"] == "etcd"]
+    assert etcd["client"] == "'=HYPERLINK(\"http://x\",\"y\")"
+    assert etcd["resource"] == "'@SUM(A1)"
+    assert csv_safe("-1+2") == "'-1+2" and csv_safe(-1) == -1 and csv_safe("ok") == "ok"
 
 
 def test_compare_groups_runs_of_one_configuration(store: Path, tmp_path: Path) -> None:
@@ -124,6 +146,31 @@ def test_matrix_in_chromium(browser: Browser, store: Path, tmp_path: Path) -> No
     assert [u for u in browser.requests() if not u.startswith(("file://", "data:"))] == []
     browser.get(html_path.as_uri())
     browser.screenshot(ARTIFACTS / "compare.png")
+
+
+@pytest.mark.browser
+def test_a_row_that_met_must_find_is_shown_as_met_in_chromium(
+    browser: Browser, store: Path, tmp_path: Path
+) -> None:
+    run = store / "redis-unfenced-pause" / "20261129T230000"
+    rows = [ExpectedRow("unfenced-pause", "must-find", True, "invalid", (("seed 42", run),)),
+            ExpectedRow("fenced", "must-pass", False, "invalid", ())]
+    html_path, _ = compare([store], tmp_path / "out",
+                           expectations={"redis-unfenced-pause": "must-find"},
+                           expected_rows=rows)
+    browser.get(html_path.as_uri())
+    met = browser.js("var r = document.querySelector("
+                     "'#expectations tr[data-row=\"unfenced-pause\"]');"
+                     "return [r.className, getComputedStyle(r).backgroundColor,"
+                     " r.querySelector('.outcome').innerText]")
+    assert met == ["cell-met", "rgb(198, 246, 213)", "met: found as expected"]
+    missed = browser.js("return document.querySelector('#expectations tr[data-row=\"fenced\"]')"
+                        ".className")
+    assert missed == "cell-missed"
+    cell = browser.js("return Array.from(document.querySelectorAll('#grid td.cell-met'))"
+                      ".map(function (td) { return td.innerText; })")
+    assert len(cell) == 1 and "found as expected" in cell[0]
+    browser.screenshot(ARTIFACTS / "compare-expectations.png")
 
 
 def test_junit_survives_control_characters(store: Path, tmp_path: Path) -> None:
