@@ -96,6 +96,7 @@ def check(
         "--format", help="jsonl, edn or jepsen-log (guessed when not given)")] = None,
     time_limit: Annotated[float | None, typer.Option(
         "--time-limit", help="seconds for the model check; past it the verdict is unknown")] = 60.0,
+    junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML file")] = None,
 ) -> None:
     """Check a history for mutual-exclusion and fencing violations."""
     from fencecheck.checker.verdict import check_history
@@ -125,6 +126,13 @@ def check(
             out_file.write_text(text + "\n")
         except OSError as e:
             fail(f"--out {out_file}: {e.strerror or e}")
+    if junit is not None:
+        from fencecheck.reports.junit import write_check_junit
+
+        try:
+            write_check_junit(junit, path, run_dir, data)
+        except OSError as e:
+            fail(f"--junit {junit}: {e.strerror or e}")
     if json_out:
         sys.stdout.write(text + "\n")
     else:

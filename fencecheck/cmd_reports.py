@@ -54,16 +54,26 @@ def compare(
     junit: Annotated[
         Path | None, typer.Option("--junit", help="also write JUnit XML, one case per run")
     ] = None,
+    expect: Annotated[list[str] | None, typer.Option(
+        "--expect", help="TEST=must-find or TEST=must-pass: what a test's runs must show "
+        "(repeatable)")] = None,
 ) -> None:
-    """Compare runs: a matrix of backend × client × resource × nemesis × fencing."""
+    """Compare runs: backend × client × resource × workload × nemesis × fencing."""
+    from fencecheck.reports.compare import EXPECTED_VERDICT
     from fencecheck.reports.compare import compare as do_compare
     from fencecheck.reports.junit import write_junit
     from fencecheck.reports.rundata import find_runs
 
+    expectations: dict[str, str] = {}
+    for item in expect or []:
+        name, sep, what = item.rpartition("=")
+        if not sep or not name or what not in EXPECTED_VERDICT:
+            _fail(f"--expect: expected TEST=must-find or TEST=must-pass, got {item!r}")
+        expectations[name] = what
     try:
-        html_path, csv_path = do_compare(paths, out_dir)
+        html_path, csv_path = do_compare(paths, out_dir, expectations=expectations)
         if junit is not None:
-            write_junit(find_runs(paths), junit, suite="fencecheck")
+            write_junit(find_runs(paths), junit, suite="fencecheck", expectations=expectations)
     except (ReportError, CheckerError) as e:
         _fail(str(e))
     except OSError as e:

@@ -14,12 +14,19 @@ from __future__ import annotations
 import logging
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from fencecheck.reports.html import write_atomic
-from fencecheck.reports.rundata import ReportError, load_run, violation_counts
+from fencecheck.reports.rundata import (
+    ReportError,
+    load_run,
+    verdict_of,
+    violation_counts,
+    violations_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +188,34 @@ def write_cases(cases: Sequence[Case], path: Path, suite: str) -> None:
              outcomes["failure"], outcomes["error"])
 
 
-def write_junit(run_dirs: Sequence[Path], path: Path, suite: str) -> None:
-    """One case per run folder, each expected to be valid (`run`, `check`, `compare`)."""
-    write_cases([case_of_run(d) for d in run_dirs], path, suite)
+def write_junit(run_dirs: Sequence[Path], path: Path, suite: str,
+                expectations: Mapping[str, str] | None = None) -> None:
+    """One case per run folder (`run`, `check`, `compare`): it must be valid, unless
+    expectations (test name -> "must-find" or "must-pass") say otherwise."""
+    cases = []
+    for d in run_dirs:
+        case = case_of_run(d)
+        expect = (expectations or {}).get(case.classname)
+        if expect is not None:
+            case = replace(case, expect=expect, properties=(*case.properties, ("expect", expect)))
+        cases.append(case)
+    write_cases(cases, path, suite)
+
+
+def write_check_junit(path: Path, source: Path, run_dir: Path | None,
+                      results: dict[str, Any]) -> None:
+    """`fencecheck check --junit`: one case, for a run folder (as `run` writes it) or for a bare
+    history file (named after the file; results as just computed)."""
+    if run_dir is not None:
+        write_junit([run_dir], path, suite="fencecheck check")
+        return
+    case = Case(
+        classname=source.stem, name=source.name, verdict=verdict_of(results),
+        properties=(("history", str(source.resolve())),
+                    ("tool_version", str(results.get("tool_version", "")))),
+        violations=tuple(f"[{v.get('kind', '?')}] {v.get('explanation', '')}"
+                         for v in violations_of(results)),
+        counts=tuple(sorted(violation_counts(results).items())),
+        where=str(source.resolve()),
+    )
+    write_cases([case], path, suite="fencecheck check")
