@@ -1,11 +1,16 @@
 """The local web viewer of a store: `make_server(store)` and `serve(store)` (stdlib http.server).
 
 `/` lists the runs newest first, coloured by verdict; every other path is a file or directory of
-the store (reports, logs, the shared plotly JS). A report missing from a run that has a history is
-written on first request. Only report.html and compare.html are served as HTML; any other file
-a node left (.html, .svg, logs) is text. Any path that would leave the store is refused: `..` or
-`.` segments, empty segments (`//etc/passwd`), backslashes and NUL (403), and symlinks resolving
-outside (403);
+the store (reports, logs, the plotly JS each run carries). Reports missing from runs that have a
+history are written once when the server starts, never on a request: a GET writes nothing. Only
+a run's own report (report.html at a run's root) and a comparison (compare.html beside its
+compare.csv) are served as HTML; any other file a node left (.html, .svg, logs) is text. Each
+page's Content-Security-Policy allows only its own scripts: the hashes of its inline scripts and
+the exact URL of the plotly file it names, nothing else (no eval, no other file of the store). A
+request whose Host header is not 127.0.0.1, localhost or [::1] (or the address bound) gets 400,
+so a web page cannot reach the viewer through a rebound DNS name. Any path that would leave the
+store is refused: `..` or `.` segments, empty segments (`//etc/passwd`), backslashes and NUL
+(403), and symlinks resolving outside (403);
 a request target that is not a plain path (absolute-form `http://…`, `*`) gets 400. Percent-escapes
 are decoded exactly once, so `%2e%2e` is `..` (refused) and `%252e` a literal `%2e` (not found).
 Binds 127.0.0.1 unless told otherwise.
@@ -13,16 +18,19 @@ Binds 127.0.0.1 unless told otherwise.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import logging
 import mimetypes
 import os
+import re
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urljoin
 
 from fencecheck.reports.html import env, static_text, write_report
 from fencecheck.reports.rundata import ReportError, find_runs, load_run
@@ -36,15 +44,48 @@ TEXT_TYPES = {
     ".csv": "text/csv; charset=utf-8",
     ".png": "image/png",
 }
-# Only pages fencecheck writes are served as HTML; any other .html (or .svg, .xml) a node left
-# in its directory is shown as text, so it cannot run script in the viewer's origin.
-PAGES = frozenset(("report.html", "compare.html"))
-# Pages may run their own inline script (reports do) but may reach nothing outside this server.
-CSP = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; "
-    "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; "
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+# Pages reach nothing outside this server; scripts are allowed one by one (see `csp`). plotly
+# sets inline styles, hence 'unsafe-inline' for style only.
+CSP_BASE = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data: blob:; "
+    "connect-src 'none'; font-src 'self' data:; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
 )
+NONE = "'none'"
+LOOPBACK = frozenset(("127.0.0.1", "localhost", "[::1]"))
+INLINE_SCRIPT = re.compile(rb"<script(?: type=\"application/json\"[^>]*)?>(.*?)</script>", re.S)
+SCRIPT_SRC = re.compile(rb'<script src="([^"]+)"></script>')
+
+
+def csp(page: bytes, page_url: str) -> str:
+    """The policy of one page: its inline scripts by hash, its script files by exact URL."""
+    sources = [
+        "'sha256-" + base64.b64encode(hashlib.sha256(m[1]).digest()).decode() + "'"
+        for m in INLINE_SCRIPT.finditer(page)
+    ]
+    for m in SCRIPT_SRC.finditer(page):
+        url = urljoin(page_url, html.unescape(m[1].decode()))
+        sources.append(quote(url, safe=":/%"))
+    return f"{CSP_BASE}; script-src {' '.join(sources) or NONE}"
+
+
+def host_allowed(host_header: str | None, bound: str) -> bool:
+    """127.0.0.1, localhost or [::1] (any port), or the address the server is bound to."""
+    if not host_header:
+        return False
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        name = host[: host.find("]") + 1] if "]" in host else host
+    else:
+        name = host.rsplit(":", 1)[0] if ":" in host else host
+    return name in LOOPBACK or name == bound.lower() or name == f"[{bound.lower()}]"
+
+
+def is_page(path: Path) -> bool:
+    """report.html at a run's root, or compare.html beside its compare.csv."""
+    if path.name == "report.html":
+        return (path.parent / "test.json").is_file() or (path.parent / "history.jsonl").is_file()
+    return path.name == "compare.html" and (path.parent / "compare.csv").is_file()
 
 
 class Refused(Exception):
@@ -88,7 +129,7 @@ def _url(store: Path, path: Path) -> str:
 
 
 def _content_type(path: Path) -> str:
-    if path.name in PAGES:
+    if is_page(path):
         return "text/html; charset=utf-8"
     suffix = path.suffix.lower()
     if suffix in TEXT_TYPES:
@@ -108,7 +149,7 @@ def _runs(store: Path) -> list[dict[str, Any]]:
         except ReportError as e:
             log.warning("skipping %s: %s", run_dir, e)
             continue
-        has_report = (run_dir / "report.html").is_file() or (run_dir / "history.jsonl").is_file()
+        has_report = (run_dir / "report.html").is_file()
         rows.append(
             {
                 "started": str(run.test.get("started", "")),
@@ -147,7 +188,9 @@ class StoreHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Content-Security-Policy", CSP)
+        page_url = f"http://{self.headers.get('Host', '')}{quote(_path_of(self.path), safe='/%')}"
+        policy = csp(data, page_url) if ctype.startswith("text/html") else CSP_BASE
+        self.send_header("Content-Security-Policy", policy)
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
@@ -159,6 +202,9 @@ class StoreHandler(BaseHTTPRequestHandler):
 
     def _handle(self, body: bool) -> None:
         store = self.server.store
+        if not host_allowed(self.headers.get("Host"), str(self.server.server_address[0])):
+            self._page(HTTPStatus.BAD_REQUEST, "<!doctype html><p>bad Host header</p>", body)
+            return
         try:
             if _path_of(self.path) == "/favicon.ico":
                 self._send(HTTPStatus.NO_CONTENT, "image/x-icon", b"", body)
@@ -169,13 +215,7 @@ class StoreHandler(BaseHTTPRequestHandler):
                 )
                 self._page(HTTPStatus.OK, page, body)
                 return
-            try:
-                path = resolve(store, self.path)
-            except Refused as e:
-                if e.status == HTTPStatus.NOT_FOUND and self._make_report(store):
-                    path = resolve(store, self.path)
-                else:
-                    raise
+            path = resolve(store, self.path)
         except Refused as e:
             msg = f"<!doctype html><title>{e.status.value}</title><p>{html.escape(str(e))}</p>"
             self._page(e.status, msg, body)
@@ -195,24 +235,6 @@ class StoreHandler(BaseHTTPRequestHandler):
             self._page(HTTPStatus.FORBIDDEN, "<!doctype html><p>cannot read</p>", body)
             return
         self._send(HTTPStatus.OK, _content_type(path), data, body)
-
-    def _make_report(self, store: Path) -> bool:
-        """Write a missing report.html of a run that has a history; True if one was written."""
-        raw = _path_of(self.path)
-        if not raw.endswith("/report.html"):
-            return False
-        try:
-            run_dir = resolve(store, raw[: -len("report.html")])
-        except Refused:
-            return False
-        if not (run_dir / "history.jsonl").is_file():
-            return False
-        try:
-            write_report(run_dir)
-        except ReportError as e:
-            log.warning("cannot write the report of %s: %s", run_dir, e)
-            return False
-        return True
 
     def _listing(self, store: Path, directory: Path) -> str:
         entries = []
@@ -243,10 +265,27 @@ class StoreServer(ThreadingHTTPServer):
         return f"http://{host!s}:{port}/"
 
 
-def make_server(store: Path, host: str = "127.0.0.1", port: int = 0) -> StoreServer:
-    """A server of store, bound but not yet serving (port 0: any free port; see `.url`)."""
+def write_missing_reports(store: Path) -> list[Path]:
+    """The report of every run that has a history but no report.html, written now (at start):
+    the server itself never writes on a request."""
+    written = []
+    for run_dir in find_runs([store]):
+        if (run_dir / "history.jsonl").is_file() and not (run_dir / "report.html").is_file():
+            try:
+                written.append(write_report(run_dir))
+            except ReportError as e:
+                log.warning("cannot write the report of %s: %s", run_dir, e)
+    return written
+
+
+def make_server(store: Path, host: str = "127.0.0.1", port: int = 0, *,
+                write_reports: bool = True) -> StoreServer:
+    """A server of store, bound but not yet serving (port 0: any free port; see `.url`).
+    write_reports: first write the reports that runs lack."""
     if not store.is_dir():
         raise ReportError(f"{store}: not a directory")
+    if write_reports:
+        write_missing_reports(store)
     return StoreServer(store, (host, port))
 
 

@@ -29,16 +29,25 @@ def server(store: Path) -> Iterator[StoreServer]:
         thread.join(timeout=5)
 
 
-def get(srv: StoreServer, target: str) -> tuple[int, str, bytes]:
+def request(srv: StoreServer, target: str, host_header: str | None = None
+            ) -> tuple[int, dict[str, str], bytes]:
     host, port = srv.server_address[:2]
     conn = http.client.HTTPConnection(str(host), port, timeout=10)
     try:
-        conn.putrequest("GET", target, skip_host=False, skip_accept_encoding=True)
+        conn.putrequest("GET", target, skip_host=host_header is not None,
+                        skip_accept_encoding=True)
+        if host_header is not None:
+            conn.putheader("Host", host_header)
         conn.endheaders()
         resp = conn.getresponse()
-        return resp.status, resp.getheader("Content-Type") or "", resp.read()
+        return resp.status, dict(resp.getheaders()), resp.read()
     finally:
         conn.close()
+
+
+def get(srv: StoreServer, target: str) -> tuple[int, str, bytes]:
+    status, headers, body = request(srv, target)
+    return status, headers.get("Content-Type", ""), body
 
 
 def test_binds_loopback_by_default(server: StoreServer) -> None:
@@ -82,7 +91,9 @@ def test_only_fencecheck_pages_are_served_as_html(server: StoreServer, store: Pa
     node = store / "planted" / "20261129T231000" / "nodes" / "n1"
     (node / "evil.html").write_text("<script>alert(1)</script>")
     (node / "evil.svg").write_text("<svg onload=alert(1)>")
-    for name in ("evil.html", "evil.svg"):
+    (node / "report.html").write_text("<script>alert(1)</script>")  # not a run's root
+    (node / "compare.html").write_text("<script>alert(1)</script>")  # no compare.csv beside
+    for name in ("evil.html", "evil.svg", "report.html", "compare.html"):
         status, ctype, _ = get(server, f"/planted/20261129T231000/nodes/n1/{name}")
         assert (status, ctype) == (200, "text/plain; charset=utf-8")
 
@@ -141,3 +152,49 @@ def test_viewer_in_chromium(browser: Browser, server: StoreServer) -> None:
     browser.console()  # the 403 is logged as a failed resource load: expected
     browser.get(server.url)
     browser.screenshot(ARTIFACTS / "serve.png", full_page=False)
+
+
+def test_a_get_writes_nothing(store: Path) -> None:
+    srv = make_server(store, write_reports=False)
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        before = sorted(p for p in store.rglob("*"))
+        for target in ("/", "/redis-unfenced-pause/20261129T230000/report.html",
+                       "/redis-unfenced-pause/20261129T230000/"):
+            get(srv, target)
+        assert get(srv, "/redis-unfenced-pause/20261129T230000/report.html")[0] == 404
+        assert sorted(p for p in store.rglob("*")) == before
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)
+
+
+def test_missing_reports_are_written_when_the_server_starts(server: StoreServer,
+                                                            store: Path) -> None:
+    assert len(list(store.glob("*/2026*/report.html"))) == 3
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [("evil.example", 400), ("evil.example:{port}", 400), ("127.0.0.1.evil.example", 400),
+     ("", 400), ("localhost:{port}", 200), ("127.0.0.1:{port}", 200), ("LOCALHOST", 200)],
+)
+def test_host_header_must_be_loopback(server: StoreServer, host: str, status: int) -> None:
+    port = server.server_address[1]
+    assert request(server, "/", host.format(port=port))[0] == status
+
+
+def test_a_report_may_run_only_its_own_scripts(server: StoreServer) -> None:
+    path = "/redis-unfenced-pause/20261129T230000/report.html"
+    status, headers, body = request(server, path)
+    assert status == 200
+    policy = dict(d.strip().split(" ", 1) for d in headers["Content-Security-Policy"].split(";"))
+    sources = policy["script-src"].split()
+    (js,) = re.findall(r'<script src="([^"]+)"', body.decode())
+    assert sources[-1] == f"{server.url.rstrip('/')}/redis-unfenced-pause/20261129T230000/{js}"
+    hashes = sources[:-1]
+    assert len(hashes) == 2 and all(h.startswith("'sha256-") for h in hashes)
+    assert "unsafe" not in policy["script-src"] and policy["default-src"] == "'none'"
+    assert "script-src 'none'" in request(server, "/")[1]["Content-Security-Policy"]
