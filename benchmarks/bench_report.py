@@ -2,8 +2,8 @@
 
 Generates an unfenced run with paused clients (so the report has violations and fault windows)
 with benchmarks/gen_history.py's simulator, runs the checker once for results.json, then times
-writing the report (load + lay out + render + write) and, with --browser, loading it in headless
-Chromium until its plots are drawn.
+writing the report (load + lay out + incidents + render + write) and, with --browser, loading it
+in headless Chromium until its plots are drawn.
 
     .venv/bin/python benchmarks/bench_report.py [--ops 200000] [--out benchmarks/out/report]
 """
@@ -26,8 +26,8 @@ sys.path.insert(0, str(HERE))
 
 from gen_history import SimConfig, simulate, write_jsonl  # noqa: E402
 
-from fencecheck.checker.analyze import analyze  # noqa: E402
 from fencecheck.checker.history import load_ops  # noqa: E402
+from fencecheck.checker.verdict import judge  # noqa: E402
 from fencecheck.reports.html import write_report  # noqa: E402
 
 log = logging.getLogger("bench_report")
@@ -76,7 +76,7 @@ def main() -> None:
     write_jsonl(run / "history.jsonl", simulate(cfg, random.Random(args.seed)))
     gen_s = time.perf_counter() - t
     ops = load_ops(run / "history.jsonl")
-    results = analyze(ops).to_json()
+    results = judge(ops, time_limit_s=60.0).to_json()
     (run / "results.json").write_text(json.dumps(results))
     (run / "test.json").write_text(json.dumps({
         "run_id": "bench0", "name": "bench", "started": "2026-01-01T00:00:00Z",
@@ -92,7 +92,11 @@ def main() -> None:
         "generate_s": round(gen_s, 2),
         "write_report_s": round(render_s, 2),
         "write_report_cpu_s": round(render_cpu_s, 2),
+        "incidents": len(results.get("incidents") or []),
         "report_mb": round(report.stat().st_size / 1e6, 1),
+        # what a copied run folder carries for the page (report + plotly's JS)
+        "page_and_js_mb": round(sum(p.stat().st_size for p in run.glob("*.js")) / 1e6
+                                + report.stat().st_size / 1e6, 1),
     }
     if args.browser:
         figures["chromium_load_s"] = round(browser_load_s(report), 2)

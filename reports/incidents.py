@@ -11,6 +11,7 @@ ops into plain shapes; `templates/incident.svg.j2` draws them (autoescaped: name
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ LANE_GAP = 72
 TOP = 46
 MAX_WRITES_PER_LANE = 14  # beyond this a lane's arrows would merge into a smear
 NS = 1e9
+LATE_WRITE_NS = 60 * 10**9  # a write invoked this long before the window may still end in it
 
 
 def _int(v: Any) -> int | None:
@@ -64,8 +66,12 @@ def _grant_end(ops_by_process: Mapping[Any, Sequence[Op]], grant: Op, limit: int
     """Where a grant's bar ends in the drawing: its process's next release or acquire on the
     lock, else the right edge."""
     lock = grant.get("lock")
-    for op in ops_by_process.get(grant.process, ()):
-        if op.time > grant.time and op.f in ("release", "acquire") and op.get("lock") == lock:
+    ops = ops_by_process.get(grant.process, ())
+    # A process's ops are in time order: times never go backwards within one process.
+    for op in ops[bisect.bisect_right(ops, grant.time, key=lambda op: op.time):]:
+        if op.time > limit:
+            break
+        if op.f in ("release", "acquire") and op.get("lock") == lock:
             return min(op.time, limit)
     return limit
 
@@ -83,7 +89,9 @@ def _writes(ops: Sequence[Op], process: Any, lock: str, t0: int, t1: int,
             damaging: set[int], token: Any) -> list[Op]:
     """process's writes under the lock in [t0, t1]; with tokens, only those under the grant's
     own token (writes under the process's other grants are another story)."""
-    ws = [op for op in ops
+    lo = bisect.bisect_left(ops, t0 - LATE_WRITE_NS, key=lambda op: op.time)
+    hi = bisect.bisect_right(ops, t1, key=lambda op: op.time)
+    ws = [op for op in ops[lo:hi]
           if op.process == process and op.f == "write"
           and (op.get("lock") == lock or op.get("key") == lock)
           and (token is None or op.get("token") == token or op.index in damaging)
@@ -98,7 +106,7 @@ def _writes(ops: Sequence[Op], process: Any, lock: str, t0: int, t1: int,
 
 
 def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
-                  by_index: Mapping[int, Op], ops: Sequence[Op],
+                  by_index: Mapping[int, Op], client_ops: Mapping[Any, Sequence[Op]],
                   names: ProcessNames, card_of: Mapping[tuple[str, int], int]) -> dict[str, Any]:
     """One incident as shapes for the SVG template, with its paragraph and violation links."""
     lock = str(incident.get("lock", ""))
@@ -131,10 +139,6 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
         if fs is not None and fs < t0 and t0 - fs < 3 * (t1 - t0):
             t0 = fs - pad // 2  # the pause's start belongs in the picture when near
     sc = _Scale(t0, t1)
-    client_ops: dict[Any, list[Op]] = {}
-    for op in ops:
-        if op.process != NEMESIS:
-            client_ops.setdefault(op.process, []).append(op)
 
     lanes: list[dict[str, Any]] = [{"name": names.label(stale_p), "role": "stale"}]
     lanes.append({"name": "lock service", "role": "lock"})
@@ -238,5 +242,9 @@ def incident_views(results: Mapping[str, Any] | None, ops: Sequence[Op],
     """Every incident of results, drawn; none when results carry no incidents."""
     incidents = (results or {}).get("incidents") or []
     by_index = {op.index: op for op in ops}
-    return [incident_view(i, results or {}, by_index, ops, names, card_of)
+    client_ops: dict[Any, list[Op]] = {}
+    for op in ops:
+        if op.process != NEMESIS:
+            client_ops.setdefault(op.process, []).append(op)
+    return [incident_view(i, results or {}, by_index, client_ops, names, card_of)
             for i in incidents if isinstance(i, dict)]
