@@ -84,7 +84,10 @@ def case_of_run(run_dir: Path, *, classname: str | None = None, name: str | None
         props.append(("tool_version", str(run.results["tool_version"])))
     for k in ("backend", "client", "resource", "workload", "nemesis", "fencing"):
         if k in run.config:
-            props.append((f"config.{k}", str(run.config[k])))
+            v = run.config[k]
+            text = ("+".join(map(str, v)) or "none" if isinstance(v, list)
+                    else ("on" if v else "off") if isinstance(v, bool) else str(v))
+            props.append((f"config.{k}", text))
     if expect:
         props.append(("expect", expect))
     duration = run.test.get("duration_s") if duration_s is None else duration_s
@@ -168,7 +171,7 @@ def _add_case(ts: ET.Element, suite: str, case: Case) -> str:
     if case.where or case.properties:
         out = ET.SubElement(el, "system-out")
         run_dir = dict(case.properties).get("run_dir", "")
-        out.text = _clean(f"run directory: {run_dir}\n{case.where}")
+        out.text = _clean(f"run directory: {run_dir}\nreport: {case.where}")
     return outcome
 
 

@@ -1,9 +1,11 @@
-"""Screenshots for the README: `docs/report.png` (a run report) and `docs/compare.png` (the matrix).
+"""Screenshots for the README: `docs/report.png` (a run report), `docs/incident.png` (its first
+incident) and `docs/compare.png` (the comparison).
 
 Not a test (pytest does not collect it). Take real runs first, then:
-    .venv/bin/python tests/reports/screenshots.py STORE RUN_DIR [--out docs]
-It writes STORE's comparison to a temporary directory and shoots it and RUN_DIR's report in the
-same headless Chromium the browser tests use.
+    .venv/bin/python tests/reports/screenshots.py STORE RUN_DIR [--out docs] [--compare PAGE]
+It shoots RUN_DIR's report and either PAGE (a matrix's compare.html, with its expectations) or
+STORE's comparison written to a temporary directory, in the same headless Chromium the browser
+tests use.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--out", type=Path, default=Path("docs"))
     ap.add_argument("--height", type=int, default=1500)
+    ap.add_argument("--compare", type=Path, help="an existing compare.html (e.g. a matrix's)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     report = write_report(args.run_dir)
@@ -38,10 +41,11 @@ def main() -> None:
         b.wait("return window.fcReady === true")
         time.sleep(0.5)
         b.driver.save_screenshot(str(args.out / "report.png"))
+        b.driver.find_element("id", "incident-1").screenshot(str(args.out / "incident.png"))
         with tempfile.TemporaryDirectory() as tmp:
-            page, _ = compare([args.store], Path(tmp))
+            page = args.compare or compare([args.store], Path(tmp))[0]
             b.driver.set_window_size(1400, 900)
-            b.get(page.as_uri())
+            b.get(page.resolve().as_uri())
             b.driver.save_screenshot(str(args.out / "compare.png"))
     finally:
         gen.close()
