@@ -52,6 +52,21 @@ def incident_violations(results: Mapping[str, Any], incident: Mapping[str, Any]
     return found
 
 
+def _damaging_write(v: Mapping[str, Any]) -> int | None:
+    """The index of the write that did a violation's damage: a write accepted after another
+    grant's write with a higher token. stale-write-accepted: its second op; interleaved-writes
+    (a1, b, a2): whichever of b and a2 carries the lower token (b when tokens are unknown).
+    None for kinds that are not about writes."""
+    ops = [r for r in v.get("ops") or [] if isinstance(r, dict)]
+    if v.get("kind") not in ("stale-write-accepted", "interleaved-writes") or len(ops) < 2:
+        return None
+    later = [r for r in ops[1:] if r.get("f", "write") == "write"]
+    tokens = [r.get("token") for r in later]
+    if later and all(isinstance(t, int) for t in tokens):
+        return _int(min(later, key=lambda r: int(r["token"])).get("index"))
+    return _int(later[0].get("index")) if later else None
+
+
 def _t(ref: Mapping[str, Any] | None, key: str) -> int | None:
     return None if ref is None else _int(ref.get(key))
 
@@ -118,12 +133,7 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
     next_p = nxt.get("process") if nxt else None
     stale_op = by_index.get(_int(stale.get("index")) or -1)
     next_op = by_index.get(_int(nxt.get("index")) or -1) if nxt else None
-    refs = [r for _, _, v in vs for r in v.get("ops") or [] if isinstance(r, dict)]
-    damaging = {
-        i for r in refs
-        if r.get("f") == "write" and r.get("process") == stale_p
-        and (i := _int(r.get("index"))) is not None
-    }
+    damaging = {i for _, _, v in vs if (i := _damaging_write(v)) is not None}
     ok_ns = _t(stale, "ok_time_ns") or (stale_op.end_time if stale_op else None) or 0
     end_ns = _t(stale, "surely_held_end_ns") or ok_ns
     times = [stale_op.time if stale_op else ok_ns, ok_ns, end_ns]

@@ -7,8 +7,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from fencecheck.reports.html import write_report
-from fencecheck.reports.incidents import incident_violations
+from fencecheck.reports.incidents import _damaging_write, incident_violations
 from fencecheck.reports.names import FINAL_READ_BASE, ProcessNames, fault_target, load_names
 from tests.reports.conftest import copy_run
 
@@ -72,3 +74,24 @@ def test_report_draws_every_incident_with_its_grants_fault_and_damaging_write(
 def test_a_report_without_incidents_has_no_incident_section(tmp_path: Path) -> None:
     page = write_report(copy_run("fenced", tmp_path / "run")).read_text()
     assert 'id="incidents"' not in page
+
+
+@pytest.mark.parametrize(
+    ("kind", "ops", "damage"),
+    [
+        # the lower-token write accepted after the higher one
+        ("stale-write-accepted", [(1, 28, 4), (0, 34, 3)], 34),
+        # a1, b, a2: the stale holder's a2 after the next holder's b ...
+        ("interleaved-writes", [(0, 20, 3), (1, 28, 4), (0, 34, 3)], 34),
+        # ... or a stale b between the next holder's a1 and a2
+        ("interleaved-writes", [(2, 50, 64), (1, 52, 52), (2, 54, 64)], 52),
+        ("interleaved-writes", [(2, 50, None), (1, 52, None), (2, 54, None)], 52),
+        ("lost-update", [(4, 54, 1), (4, 56, None)], None),
+    ],
+)
+def test_the_damaging_write_is_the_lower_token_one_accepted_late(
+    kind: str, ops: list[tuple[int, int, int | None]], damage: int | None
+) -> None:
+    v = {"kind": kind, "ops": [{"process": p, "index": i, "token": t, "f": "write"}
+                               for p, i, t in ops]}
+    assert _damaging_write(v) == damage
