@@ -137,6 +137,13 @@ def check(
         sys.stdout.write(text + "\n")
     else:
         print_summary(results)
+        if run_dir is not None:
+            from fencecheck.checker.names import legend, load_names
+
+            shown = [o.get("process") for c in data["checks"].values()
+                     for v in c.get("violations") or [] for o in v.get("ops") or []]
+            if who := legend(load_names(run_dir), shown):
+                out.print(f"  processes: {escape(who)}", soft_wrap=True)
     raise typer.Exit(results.exit_code)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fencecheck.checker.base import NEMESIS, Op
-from fencecheck.reports.names import fault_target
+from fencecheck.checker.names import fault_target
 from fencecheck.reports.timeline import (
     NS,
     Interval,

@@ -24,9 +24,9 @@ from urllib.parse import quote
 import jinja2
 
 from fencecheck.checker.base import NEMESIS, Op
+from fencecheck.checker.names import ProcessNames, load_names
 from fencecheck.reports import figures
 from fencecheck.reports.incidents import incident_views
-from fencecheck.reports.names import ProcessNames, load_names
 from fencecheck.reports.rundata import RunData, load_run, store_of, violation_counts
 from fencecheck.reports.timeline import (
     NS,

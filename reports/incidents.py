@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fencecheck.checker.base import NEMESIS, Op
-from fencecheck.reports.names import ProcessNames, fault_target
+from fencecheck.checker.names import ProcessNames, fault_target
 
 WIDTH = 980
 LEFT = 190  # room for lane names

@@ -9,9 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from fencecheck.checker.names import (
+    FINAL_READ_BASE,
+    ProcessNames,
+    fault_target,
+    legend,
+    load_names,
+)
 from fencecheck.reports.html import write_report
 from fencecheck.reports.incidents import _damaging_write, incident_violations
-from fencecheck.reports.names import FINAL_READ_BASE, ProcessNames, fault_target, load_names
 from tests.reports.conftest import copy_run
 
 
@@ -95,3 +101,9 @@ def test_the_damaging_write_is_the_lower_token_one_accepted_late(
     v = {"kind": kind, "ops": [{"process": p, "index": i, "token": t, "f": "write"}
                                for p, i, t in ops]}
     assert _damaging_write(v) == damage
+
+
+def test_legend_names_the_processes_a_text_mentions() -> None:
+    names = ProcessNames(5, {0: "c1", 4: "c5"})
+    assert legend(names, [9, 4, 1_000_000, "nemesis", 9]) == (
+        "p4 = node c5, p9 = node c5, p1000000 = final read")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fencecheck.reports.names import fault_target, load_names
+from fencecheck.checker.names import fault_target, load_names
 from tests.conftest import fc_namespaces, fencecheck_argv, stopped_processes
 from tests.reports.conftest import ARTIFACTS, Browser
 

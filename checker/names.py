@@ -5,18 +5,19 @@ A run folder says which worker ran on which client node (`nodes/<node>/worker.js
 generation` (a new generation after each `info`, see `workloads.worker`), so the worker, and with
 it the node, follows from the id alone. The final read runs with `process_base` 1,000,000
 (`fencecheck.workers.FINAL_READ_PROCESS_BASE`) and is named as such. Pure: reads the run folder,
-runs nothing.
+runs nothing. Here in `checker` so that the report, the CLI and results can all use it (imports
+go one way, to `checker`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Mirrors fencecheck.workers.FINAL_READ_PROCESS_BASE; reports may not import upward (DESIGN.md).
+# Mirrors fencecheck.workers.FINAL_READ_PROCESS_BASE; checker imports nothing above it.
 FINAL_READ_BASE = 1_000_000
 
 
@@ -82,6 +83,17 @@ def load_names(run_dir: Path) -> ProcessNames:
         c = cfg.get("concurrency") if isinstance(cfg, dict) else None
         concurrency = c if isinstance(c, int) and c > 0 else None
     return ProcessNames(concurrency, nodes)
+
+
+def legend(names: ProcessNames, processes: Iterable[Any]) -> str:
+    """`p0 = node c1, p5 = node c1, p1000000 = final read`: for text that says "process 5"."""
+    parts = []
+    for p in sorted({p for p in processes if isinstance(p, int) and not isinstance(p, bool)}):
+        if names.is_final_read(p):
+            parts.append(f"p{p} = final read")
+        elif (node := names.node(p)) is not None:
+            parts.append(f"p{p} = node {node}")
+    return ", ".join(parts)
 
 
 def fault_target(value: Any) -> str:
