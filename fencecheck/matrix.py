@@ -6,9 +6,10 @@ A matrix file has an optional `[defaults]` table and `[[row]]` tables. A row hol
 "must-pass": every run is valid, exit 0) and `timeout_s` (a run past it is stopped: missed).
 `load_matrix` validates every row before anything runs (`MatrixError` names file, row and field);
 `run_matrix` runs rows in order, each run in a child process of its own (a crashing or hung run
-cannot take the matrix down, and the controller's signal handling stays per run), then writes the
-comparison report (reports.compare, with a section naming each row's expectation) and JUnit XML
-where each test case passes when its run met its row's expectation.
+cannot take the matrix down, and the controller's signal handling stays per run), then hands the
+rows to the writers of `reports`: the comparison (`reports.compare`: each configuration judged by
+its row's expectation, the rows first) and JUnit XML (`reports.junit`: a case per row and seed
+that passes when its run met the row's expectation).
 """
 
 from __future__ import annotations

@@ -39,3 +39,14 @@ def test_partition_drawing_classifies_links() -> None:
     assert len(d["links"]) == 6
     assert partition_drawing({"targets": ["c1"]}) is None
     assert partition_drawing(None) is None
+
+
+def test_the_nemesis_lane_names_each_faults_target() -> None:
+    from fencecheck.reports.figures import fault_annotations
+    from fencecheck.reports.timeline import Window
+
+    windows = [Window("pause", 1.0, 2.0, 5, True, {"targets": ["c5"], "paused": ["c5"]}),
+               Window("partition", 3.0, 4.0, 9, True, {"shape": "majority", "grudge": {}}),
+               Window("clock", 5.0, 6.0, 12, False, None)]
+    assert [(a["x"], a["y"], a["text"]) for a in fault_annotations(windows)] == [
+        (1.0, 0, "pause c5"), (3.0, 0, "partition majority"), (5.0, 0, "clock")]
