@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fencecheck.checker.base import NEMESIS, Op
-from fencecheck.checker.names import ProcessNames, fault_target
+from fencecheck.checker.names import ProcessNames, fault_target, legend
 
 WIDTH = 980
 LEFT = 190  # room for lane names
@@ -231,6 +231,10 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
         "lock": lock,
         "kinds": list(incident.get("kinds") or []),
         "story": str(incident.get("story") or ""),
+        # the story says "process 4": which node that was
+        "legend": legend(names, [stale_p, next_p, *(
+            r.get("process") for _, _, v in vs for r in v.get("ops") or [] if isinstance(r, dict)
+        )]),
         "stale": names.label(stale_p),
         "stale_token": stale.get("token"),
         "next": names.label(next_p) if nxt is not None else None,
