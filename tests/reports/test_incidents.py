@@ -107,3 +107,17 @@ def test_legend_names_the_processes_a_text_mentions() -> None:
     names = ProcessNames(5, {0: "c1", 4: "c5"})
     assert legend(names, [9, 4, 1_000_000, "nemesis", 9]) == (
         "p4 = node c5, p9 = node c5, p1000000 = final read")
+
+
+def test_an_incident_with_little_known_still_draws(tmp_path: Path) -> None:
+    run = copy_run("violations", tmp_path / "run")
+    results = json.loads((run / "results.json").read_text())
+    results["incidents"] = [
+        {"id": 1, "lock": "L", "stale_grant": {"process": 0, "index": 999_999, "token": None},
+         "fault": {"f": "partition", "start_time_ns": 5, "end_time_ns": None, "value": None},
+         "next_grant": None, "violations": [], "kinds": [], "story": ""},
+    ]
+    (run / "results.json").write_text(json.dumps(results))
+    page = write_report(run).read_text()
+    body = page.split('id="incident-1"', 1)[1].split("</article>", 1)[0]
+    assert "<svg" in body and "partition (not healed)" in body and "lock service" in body
