@@ -1,0 +1,183 @@
+"""fencecheck's Python API: the one module a user's code and tests import.
+
+- `check_history(source, *, max_drift=0.01, model=None) -> Result`: judge a history (a file in
+  history.jsonl, Jepsen EDN or Jepsen log format, a run folder, or an iterable of event dicts);
+  the verdict is the one `fencecheck check` gives, from the checker's own `check_history`.
+- `run_scenario(**options) -> Result`: one `fencecheck run` (option names as in a matrix row),
+  in a child process of its own; the result carries its run folder.
+- `HistoryRecorder(path)`: record a user's own lock and resource operations as a history.
+- `Result`: `valid` (True, False, or None for unknown), `incidents`, `violations`, `summary()`,
+  `to_json()`, `exit_code`, `run_dir`, `seed`.
+
+Bad input raises `CheckerError` (a history) or `ConfigError` (scenario options), each with a
+one-line message naming what is wrong; a scenario that could not run raises `ScenarioError`.
+See docs/python-api.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fencecheck.checker.base import CheckerError
+from fencecheck.config import ConfigError
+from fencecheck.recorder import HistoryRecorder, RecorderError
+
+if TYPE_CHECKING:
+    from fencecheck.checker.base import Results
+
+__all__ = [
+    "CheckerError",
+    "ConfigError",
+    "HistoryRecorder",
+    "RecorderError",
+    "Result",
+    "ScenarioError",
+    "check_history",
+    "run_scenario",
+]
+
+# Keys of a matrix row that belong to the matrix, not to one run.
+_MATRIX_ONLY = {"expect": "a row's expectation: assert on result.valid instead",
+                "seeds": "run_scenario runs one seed: pass seed=N"}
+_SCENARIO_SLACK_S = 300.0  # setup, teardown, check and report on top of the time limit
+
+
+class ScenarioError(Exception):
+    """A scenario that could not run (setup failed, not root, timed out); one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """The verdict on one history, wrapping the checker's `Results`.
+
+    `valid` is True (no violation), False (violations found) or None (unknown: too thin a
+    history, or a check ran out of time). `run_dir` and `seed` are set for `run_scenario`.
+    """
+
+    results: Results
+    run_dir: Path | None = None
+    seed: int | None = None
+
+    @property
+    def valid(self) -> bool | None:
+        v = self.results.valid
+        return v if isinstance(v, bool) else None
+
+    @property
+    def verdict(self) -> str:
+        """"valid", "invalid" or "unknown", as the matrix and JUnit properties name it."""
+        return {True: "valid", False: "invalid", None: "unknown"}[self.valid]
+
+    @property
+    def exit_code(self) -> int:
+        """What `fencecheck check` exits with: 0 valid, 1 violations found, 2 unknown."""
+        return self.results.exit_code
+
+    @property
+    def incidents(self) -> list[dict[str, Any]]:
+        """The incidents of results.json: each stale grant with its fault, the next grant, the
+        violations that follow from it, and a `story` paragraph."""
+        return list(self.to_json().get("incidents", []))
+
+    @property
+    def violations(self) -> list[dict[str, Any]]:
+        """Every violation of every check (results.json's), each with its `check` name added."""
+        out: list[dict[str, Any]] = []
+        for name, check in self.to_json()["checks"].items():
+            out.extend({"check": name, **v} for v in check.get("violations", []))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The results.json document."""
+        return self.results.to_json()
+
+    def summary(self) -> str:
+        """Plain text: the verdict, each check's outcome, and every incident's story."""
+        data = self.to_json()
+        head = {"valid": "VALID: no violation found", "invalid": "INVALID: violations found",
+                "unknown": "UNKNOWN: the checks could not decide"}[self.verdict]
+        lines = [head]
+        if self.run_dir is not None:
+            lines.append(f"run folder: {self.run_dir}")
+        for name, check in data["checks"].items():
+            n = len(check.get("violations", []))
+            state = ("skipped" if check.get("skipped") and check["valid"] is True
+                     else {True: "ok", False: "violated"}.get(check["valid"], "unknown"))
+            note = f" ({check['skipped']})" if check.get("skipped") else ""
+            lines.append(f"  {name}: {state}" + (f", {n} violation(s)" if n else "") + note)
+        incidents = data.get("incidents", [])
+        for inc in incidents:
+            lines.append(f"incident {inc.get('id')}: {inc.get('story', '')}")
+        if not incidents:  # violations outside any incident still need a sentence each
+            lines.extend(f"{v['check']}: {v.get('kind')}: {v.get('explanation', '')}"
+                         for v in self.violations[:10])
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def check_history(source: str | os.PathLike[str] | Iterable[Mapping[str, Any]], *,
+                  max_drift: float = 0.01, model: str | None = None) -> Result:
+    """Judge a history: a path to a file (history.jsonl, Jepsen EDN or Jepsen log lines), a run
+    folder, or an iterable of event dicts. The same verdict as `fencecheck check` with the same
+    options. Raises CheckerError (one line, `file:line:` for files) on bad input."""
+    from fencecheck.checker.verdict import check_history as verdict_of
+
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    return Result(verdict_of(source, max_drift=max_drift, model=model))
+
+
+def run_scenario(**options: Any) -> Result:
+    """Run one `fencecheck run` configuration and judge it. Options are named as in a matrix
+    row (`backend`, `client`, `resource`, `nemesis`, `fencing`, `time_limit_s`, `lease_ms`,
+    `seed`, `store`, ...; `nemesis` may be "pause,partition" or a list), plus `timeout_s` (the
+    run is stopped past it). Needs root. Raises ConfigError on a bad option, ScenarioError if
+    the run could not start or finish."""
+    from fencecheck import backends
+    from fencecheck.config import make_config
+
+    options = dict(options)
+    for key, why in _MATRIX_ONLY.items():
+        if key in options:
+            raise ConfigError(f"bad configuration: {key}: {why}")
+    timeout_s = options.pop("timeout_s", None)
+    if isinstance(options.get("nemesis"), str):
+        options["nemesis"] = tuple(x.strip() for x in options["nemesis"].split(",") if x.strip())
+    cfg = make_config(**options)
+    backends.check_compatible(cfg)
+    if os.geteuid() != 0:
+        raise ScenarioError("run_scenario needs root (network namespaces, iptables); "
+                            "see `fencecheck doctor`")
+    limit = float(timeout_s) if timeout_s is not None else cfg.time_limit_s + _SCENARIO_SLACK_S
+    with tempfile.TemporaryDirectory(prefix="fencecheck-scenario-") as tmp:
+        cfg_path, result_path = Path(tmp) / "config.json", Path(tmp) / "result.json"
+        cfg_path.write_text(cfg.model_dump_json())
+        # A child of its own, as the matrix does: the controller owns signals and root logging
+        # for the length of a run, which must not leak into the caller's process.
+        argv = [sys.executable, "-m", "fencecheck.matrix", str(cfg_path), str(result_path)]
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=limit, check=False)
+        except subprocess.TimeoutExpired:
+            raise ScenarioError(f"{cfg.test_name}: no result after {limit:.0f} s (timeout_s)"
+                                ) from None
+        if not result_path.is_file():
+            tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            raise ScenarioError(f"{cfg.test_name}: the run crashed (exit {proc.returncode}): "
+                                f"{tail[0]}")
+        outcome = json.loads(result_path.read_text())
+    if outcome.get("run_dir") is None:
+        raise ScenarioError(f"{cfg.test_name}: {outcome.get('error') or 'the run did not start'}")
+    run_dir = Path(outcome["run_dir"])
+    result = check_history(run_dir, max_drift=cfg.max_drift)
+    return Result(result.results, run_dir=run_dir, seed=cfg.seed)
