@@ -17,6 +17,7 @@ from fencecheck.checker.exclusion import exclusion
 from fencecheck.checker.fencing import fencing
 from fencecheck.checker.grants import GrantTable, build_grants
 from fencecheck.checker.history import gc_paused
+from fencecheck.checker.incidents import build_incidents
 from fencecheck.checker.jobs import check_jobs, job_id
 from fencecheck.checker.mutex import mutex
 
@@ -119,4 +120,10 @@ def _analyze(ops: Sequence[Op], max_drift: float) -> Results:
     verdict = combine(list(checks.values()))
     if verdict is True and all(c.skipped is not None for c in checks.values()):
         verdict = "unknown"  # nothing could be judged: too thin a history to call it valid
-    return Results(verdict, checks, st)
+    try:
+        incidents = build_incidents(checks, table, ops)
+    except Exception:  # the grouping is a reading aid: its failure must not change the verdict
+        log.exception("grouping violations into incidents crashed")
+        incidents = []
+    st["incidents"] = len(incidents)
+    return Results(verdict, checks, st, incidents)

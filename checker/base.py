@@ -79,7 +79,7 @@ class OpRef:
 
     process: Process
     index: int
-    time: int
+    time_ns: int  # the invoke's time
     token: int | None = None
     f: str | None = None
     end_index: int | None = None
@@ -88,7 +88,7 @@ class OpRef:
         out: dict[str, Any] = {
             "process": self.process,
             "index": self.index,
-            "time": self.time,
+            "time_ns": self.time_ns,
             "token": self.token,
         }
         if self.f is not None:
@@ -103,7 +103,7 @@ def op_ref(op: Op) -> OpRef:
     return OpRef(
         process=op.process,
         index=op.index,
-        time=op.time,
+        time_ns=op.time,
         token=token if isinstance(token, int) else None,
         f=op.f,
         end_index=op.end_index,
@@ -112,12 +112,18 @@ def op_ref(op: Op) -> OpRef:
 
 @dataclass(frozen=True, slots=True)
 class Violation:
+    """One definite finding. `stale_grant`/`next_grant` are grant ids (checker.grants) that tie
+    it to an incident; they stay out of the JSON, where `incident` names the incident instead."""
+
     kind: str
     explanation: str
     ops: tuple[OpRef, ...]
     lock: str | None = None
     key: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    stale_grant: int | None = None
+    next_grant: int | None = None
+    incident: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
@@ -128,6 +134,8 @@ class Violation:
         out["ops"] = [o.to_json() for o in self.ops]
         out["explanation"] = self.explanation
         out.update(self.extra)
+        if self.incident is not None:
+            out["incident"] = self.incident
         return out
 
 
@@ -152,18 +160,31 @@ class CheckResult:
         return out
 
 
+FORMAT_VERSION = 1  # of results.json; bump on any change a reader must know about
+
+
 @dataclass(slots=True)
 class Results:
+    """What `check_history` returns; `to_json()` is results.json (DESIGN.md)."""
+
     valid: Verdict
     checks: dict[str, CheckResult]
     stats: dict[str, Any]
+    incidents: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "format_version": FORMAT_VERSION,
+            "tool_version": tool_version(),
             "valid": self.valid,
+            "incidents": self.incidents,
             "checks": {name: c.to_json() for name, c in self.checks.items()},
             "stats": self.stats,
         }
+
+    @property
+    def violation_count(self) -> int:
+        return sum(int(c.details.get("count", len(c.violations))) for c in self.checks.values())
 
     @property
     def exit_code(self) -> int:
@@ -171,6 +192,21 @@ class Results:
         if self.valid is True:
             return 0
         return 1 if self.valid is False else 2
+
+
+_VERSION: list[str] = []
+
+
+def tool_version() -> str:
+    """The installed fencecheck version (read once: importlib.metadata scans site-packages)."""
+    if not _VERSION:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            _VERSION.append(version("fencecheck"))
+        except PackageNotFoundError:
+            _VERSION.append("0+unknown")
+    return _VERSION[0]
 
 
 def combine(results: Sequence[CheckResult]) -> Verdict:

@@ -67,6 +67,7 @@ def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: lis
             f"{who(wb.process)}'s write under another grant was accepted "
             f"({seconds(inv[b])} to {seconds(b_ok)})",
             (op_ref(wa1), op_ref(wb), op_ref(wa2)), key=key,
+            stale_grant=g, next_grant=grant[b] if grant[b] >= 0 else None,
         )
 
 

@@ -42,7 +42,7 @@ def _regressions(table: GrantTable, found: Collector) -> tuple[int, int]:
                     f'{who(g2.process)} was granted lock "{lock}" at {seconds(g2.start)} with '
                     f"token {g2.token}, not above token {top.token} granted to "
                     f"{who(top.process)} at {seconds(top.start)}, before this acquire began",
-                    (top.ref, g2.ref), lock=lock,
+                    (top.ref, g2.ref), lock=lock, stale_grant=top.id, next_grant=g2.id,
                 )
     return sum(len(v) for v in by_lock.values()), untokened
 
@@ -82,6 +82,8 @@ def _stale_writes(table: GrantTable, found: Collector) -> tuple[int, int]:
                     f"{seconds(ok[i])} although the resource had already accepted token "
                     f"{token[top]} at {seconds(ok[top])} (from {who(w1.process)})",
                     (op_ref(w1), op_ref(w2)), key=key,
+                    stale_grant=table.write_grant.get(w2.index),
+                    next_grant=table.write_grant.get(w1.index),
                 )
     return judged, untokened
 

@@ -283,11 +283,13 @@ def read_jepsen_log_events(path: Path) -> list[Event]:
 
 def guess_format(path: Path) -> str:
     """"jsonl", "edn" or "jepsen-log", from the first lines; HistoryError if none fits."""
+    seen = False
     with open(path, encoding="utf-8") as fh:
         for lineno, raw in enumerate(fh, 1):
             line = raw.strip()
             if not line or line.startswith(";"):
                 continue
+            seen = True
             if "jepsen.util" in line:
                 return "jepsen-log"
             if line.startswith('{"'):
@@ -296,6 +298,9 @@ def guess_format(path: Path) -> str:
                 return "edn"
             if lineno >= 50:
                 break
+        else:
+            if not seen:
+                return "jsonl"  # nothing but blank or comment lines: an empty history
     raise HistoryError(str(path), 1, "cannot tell the format (history.jsonl, Jepsen EDN or "
                                      "Jepsen log lines); name it explicitly")
 

@@ -227,9 +227,13 @@ class Collector:
     by_kind: dict[str, int] = field(default_factory=dict)
 
     def add(self, at: int, kind: str, explanation: str, ops: tuple[OpRef, ...], *,
-            lock: str | None = None, key: str | None = None) -> None:
-        """Record a violation that became evident at `at` ns (kept in the output as "time")."""
-        v = Violation(kind, explanation, ops, lock=lock, key=key, extra={"time": at})
+            lock: str | None = None, key: str | None = None, stale_grant: int | None = None,
+            next_grant: int | None = None) -> None:
+        """Record a violation that became evident at `at` ns (kept in the output as "time_ns").
+        `stale_grant` is the grant whose going stale it follows from (its incident), and
+        `next_grant` the grant that came after it, where known."""
+        v = Violation(kind, explanation, ops, lock=lock, key=key, extra={"time_ns": at},
+                      stale_grant=stale_grant, next_grant=next_grant)
         self.found.append((at, v))
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
 

@@ -53,7 +53,7 @@ def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
                     f'{who(g.process)} was granted lock "{lock}" ({tok(g.token)}) at '
                     f"{seconds(g.start)}{again} while {who(r.process)}'s grant ({tok(r.token)}) "
                     f"from {seconds(r.start)} was surely held {_ending(reach)}",
-                    (r.ref, g.ref), lock=lock,
+                    (r.ref, g.ref), lock=lock, stale_grant=r.id, next_grant=g.id,
                 )
             if reach is None or end > reach[1]:
                 reach = s

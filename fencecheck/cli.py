@@ -16,6 +16,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from fencecheck.checker.base import CheckerError, Results
 
@@ -46,11 +47,23 @@ def _verdict_text(valid: Any) -> str:
 
 def print_summary(results: Results, console: Console = out) -> None:
     console.print(_verdict_text(results.valid))
+    n_inc = len(results.incidents)
+    n_vio = results.violation_count
+    if n_inc or n_vio:
+        console.print(f"  {n_inc} incident{'s' if n_inc != 1 else ''}, "
+                      f"{n_vio} violation{'s' if n_vio != 1 else ''}")
+    for inc in results.incidents[:5]:
+        console.print(f"  [bold]incident {inc['id']}[/]: {escape(inc['story'])}", soft_wrap=True)
+    if len(results.incidents) > 5:
+        console.print(f"  … and {len(results.incidents) - 5} more incidents (see results.json)")
+    reason = results.stats.get("unknown_reason")
+    if results.valid == "unknown" and reason:
+        console.print(f"  why: {escape(str(reason))}", soft_wrap=True)
     for name, check in results.checks.items():
         mark = ("[dim]skipped[/]" if check.skipped and check.valid is True
                 else "[green]ok[/]" if check.valid is True
                 else "[red]violated[/]" if check.valid is False else "[yellow]unknown[/]")
-        note = f": {check.skipped}" if check.skipped else ""
+        note = f": {escape(check.skipped)}" if check.skipped else ""
         count = check.details.get("count", len(check.violations))
         extra = f" — {count} violation(s)" if check.violations else ""
         console.print(f"  {name:<13} {mark}{extra}{note}")
@@ -60,7 +73,7 @@ def print_summary(results: Results, console: Console = out) -> None:
                           f"{d.get('jobs_executed', 0)} jobs ran more than once "
                           f"({d['duplicate_rate']:.1%}; {d.get('mode', '?')} mode)")
         for v in check.violations[:3]:
-            console.print(f"    [red]{v.kind}[/]: {v.explanation}", soft_wrap=True)
+            console.print(f"    [red]{escape(v.kind)}[/]: {escape(v.explanation)}", soft_wrap=True)
         if len(check.violations) > 3:
             console.print(f"    … and {count - 3} more (see results.json)")
     stats = results.stats
@@ -85,8 +98,7 @@ def check(
         "--time-limit", help="seconds for the model check; past it the verdict is unknown")] = 60.0,
 ) -> None:
     """Check a history for mutual-exclusion and fencing violations."""
-    from fencecheck.checker.analyze import analyze
-    from fencecheck.checker.base import combine
+    from fencecheck.checker.verdict import check_history
 
     run_dir: Path | None = None
     if path.is_dir():
@@ -95,25 +107,15 @@ def check(
     if not path.exists():
         fail(f"{path}: no such file")
     try:
-        from fencecheck.checker.formats import load_any
-
-        ops = load_any(path, fmt)
-        results = analyze(ops, max_drift=max_drift)
-        if model is None and _leaseless_locks(ops):
-            # Without leases the lease-aware checks cannot judge a lock; the model check can.
-            model = "mutex"
-            err.print("note: the locks have no leases: also checking them against the mutex "
-                      "model (--model to choose another)")
-        if model is not None:
-            from fencecheck.checker.linear import check_linearizable
-
-            res = check_linearizable(ops, model, time_limit)
-            results.checks["linearizable"] = res
-            results.valid = combine(list(results.checks.values()))
+        results = check_history(path, max_drift=max_drift, model=model, fmt=fmt,
+                                time_limit_s=time_limit)
     except CheckerError as e:
         fail(str(e))
     except OSError as e:
         fail(f"{path}: {e.strerror or e}")
+    if "model_chosen" in results.stats:
+        err.print("note: the locks have no leases: also checked them against the mutex "
+                  "model (--model to choose another)")
     data = results.to_json()
     text = json.dumps(data, indent=2)
     if run_dir is not None:
@@ -141,11 +143,6 @@ def _options(items: list[str], option: str) -> dict[str, Any]:
         except ValueError:
             out[key.strip()] = raw
     return out
-
-
-def _leaseless_locks(ops: list[Any]) -> bool:
-    acquires = [op for op in ops if op.f == "acquire"]
-    return bool(acquires) and all(op.get("lease_ms") is None for op in acquires)
 
 
 def _pair(value: str | None, option: str) -> tuple[float, float] | None:

@@ -109,10 +109,9 @@ def _run(cfg: RunConfig, run_dir: Path, run_id: str, progress: ProgressFn) -> Ru
         n = merge_logs(logs, run_dir / "history.jsonl")
         log.info("history: %d events", n)
     progress(Progress("checking"))
-    from fencecheck.checker.analyze import analyze
-    from fencecheck.checker.history import load_ops
+    from fencecheck.checker.verdict import check_history
 
-    results = analyze(load_ops(run_dir / "history.jsonl"), max_drift=cfg.max_drift)
+    results = check_history(run_dir, max_drift=cfg.max_drift, time_limit_s=60.0)
     write_json(run_dir / "results.json", results.to_json())
     code = results.exit_code
     if interrupted is not None:

@@ -80,7 +80,8 @@ def _first_violation_s(run: RunData) -> float | None:
             times.append(first)
             continue
         for v in check.get("violations") or []:
-            op_times = [o["time"] for o in v.get("ops") or [] if isinstance(o.get("time"), int)]
+            op_times = [o["time_ns"] for o in v.get("ops") or []
+                        if isinstance(o.get("time_ns"), int)]
             if op_times:
                 times.append(max(op_times))
     return min(times) / NS if times else None

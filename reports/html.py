@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
-VIOLATION_KEYS = ("check", "kind", "lock", "key", "ops", "explanation")
+VIOLATION_KEYS = ("check", "kind", "lock", "key", "ops", "explanation", "incident")
 
 
 @cache
@@ -107,7 +107,7 @@ def _fmt(value: Any) -> str:
 
 def _op_row(op: Op | None, ref: dict[str, Any]) -> dict[str, Any]:
     """A violation's op for the template: what the history says, located on the timeline."""
-    t0 = (op.time if op else int(ref.get("time") or 0)) / NS
+    t0 = (op.time if op else int(ref.get("time_ns") or 0)) / NS
     end = op.end_time if op is not None else None
     t1 = end / NS if end is not None else t0
     return {
@@ -130,7 +130,7 @@ def _extras(v: dict[str, Any], by_index: dict[int, Op]) -> list[dict[str, Any]]:
     for k, val in v.items():
         if k in VIOLATION_KEYS:
             continue
-        if (k == "time" or k.endswith("_ns")) and isinstance(val, int | float):
+        if k.endswith("_ns") and isinstance(val, int | float):
             out.append({"name": k, "ops": None, "text": f"{val / NS:.4f} s"})
             continue
         refs = _as_refs(val, names_ops=any(w in k for w in ("op", "prefix", "index")))

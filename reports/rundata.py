@@ -130,10 +130,10 @@ def load_ops(history: Path) -> list[Op]:
 def _analyze(ops: Sequence[Op]) -> dict[str, Any] | None:
     """Results from the checker when a run has a history but no results.json."""
     try:
-        from fencecheck.checker.analyze import analyze
+        from fencecheck.checker.verdict import judge
     except ImportError:  # the checker is optional for reading reports of finished runs
         return None
-    return analyze(ops).to_json()
+    return judge(ops, time_limit_s=60.0).to_json()
 
 
 def log_files(run_dir: Path) -> tuple[Path, ...]:

@@ -39,7 +39,7 @@ def test_history_verdict(name: str) -> None:
         for v in check["violations"]:
             assert v["explanation"] and "\n" not in v["explanation"]
             assert "lock" in v or "key" in v
-            assert v["ops"] and all({"process", "index", "time", "token"} <= set(o)
+            assert v["ops"] and all({"process", "index", "time_ns", "token"} <= set(o)
                                     for o in v["ops"])
 
 

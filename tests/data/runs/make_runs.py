@@ -18,8 +18,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
-from fencecheck.checker.analyze import analyze  # noqa: E402
-from fencecheck.checker.history import load_ops  # noqa: E402
+from fencecheck.checker.verdict import check_history  # noqa: E402
 
 Ev = tuple[float, Any, str, str, dict[str, Any] | None, str | None]
 
@@ -52,7 +51,7 @@ def run_dir(name: str, events: list[Ev], test: dict[str, Any], linear: bool) -> 
     (d / "fencecheck.log").write_text("INFO run started\nINFO run finished\n")
     write_history(d / "history.jsonl", events)
     (d / "test.json").write_text(json.dumps(test, indent=1) + "\n")
-    results = analyze(load_ops(d / "history.jsonl")).to_json()
+    results = check_history(d / "history.jsonl").to_json()
     if linear:
         results["valid"] = False
         results["checks"]["linearizable"] = {
@@ -60,12 +59,12 @@ def run_dir(name: str, events: list[Ev], test: dict[str, Any], linear: bool) -> 
             "model": "mutex",
             "violations": [{
                 "kind": "not-linearizable", "lock": "L",
-                "ops": [{"process": 1, "index": 24, "time": 1_200_000_000, "token": None}],
+                "ops": [{"process": 1, "index": 24, "time_ns": 1_200_000_000, "token": None}],
                 "explanation": "no order of the operations is a legal mutex history: process 1's "
                                "acquire at 1.200 s cannot be placed after the 14 operations "
                                "before it",
                 "prefix": list(range(14)),
-                "op": {"process": 1, "index": 24, "time": 1_200_000_000, "f": "acquire"},
+                "op": {"process": 1, "index": 24, "time_ns": 1_200_000_000, "f": "acquire"},
             }],
         }
     (d / "results.json").write_text(json.dumps(results, indent=1) + "\n")
