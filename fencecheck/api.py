@@ -47,6 +47,7 @@ __all__ = [
 # Keys of a matrix row that belong to the matrix, not to one run.
 _MATRIX_ONLY = {"expect": "a row's expectation: assert on result.valid instead",
                 "seeds": "run_scenario runs one seed: pass seed=N"}
+CHECK_TIME_LIMIT_S = 60.0  # `fencecheck check --time-limit`'s default, for the same verdict
 _SCENARIO_SLACK_S = 300.0  # setup, teardown, check and report on top of the time limit
 
 
@@ -85,14 +86,14 @@ class Result:
     def incidents(self) -> list[dict[str, Any]]:
         """The incidents of results.json: each stale grant with its fault, the next grant, the
         violations that follow from it, and a `story` paragraph."""
-        return list(self.to_json().get("incidents", []))
+        return list(self.results.incidents)
 
     @property
     def violations(self) -> list[dict[str, Any]]:
         """Every violation of every check (results.json's), each with its `check` name added."""
         out: list[dict[str, Any]] = []
-        for name, check in self.to_json()["checks"].items():
-            out.extend({"check": name, **v} for v in check.get("violations", []))
+        for name, check in self.results.checks.items():
+            out.extend({"check": name, **v.to_json()} for v in check.violations)
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -126,15 +127,19 @@ class Result:
 
 
 def check_history(source: str | os.PathLike[str] | Iterable[Mapping[str, Any]], *,
-                  max_drift: float = 0.01, model: str | None = None) -> Result:
+                  max_drift: float = 0.01, model: str | None = None, fmt: str | None = None,
+                  time_limit_s: float | None = CHECK_TIME_LIMIT_S) -> Result:
     """Judge a history: a path to a file (history.jsonl, Jepsen EDN or Jepsen log lines), a run
-    folder, or an iterable of event dicts. The same verdict as `fencecheck check` with the same
-    options. Raises CheckerError (one line, `file:line:` for files) on bad input."""
+    folder, or an iterable of event dicts (history.jsonl lines as dicts). The same verdict as
+    `fencecheck check` with the same options (`model` as `--model`, `fmt` as `--format`,
+    `time_limit_s` as `--time-limit`: past it the model check is unknown). Raises CheckerError
+    (one line, `file:line:` for files) on bad input."""
     from fencecheck.checker.verdict import check_history as verdict_of
 
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
-    return Result(verdict_of(source, max_drift=max_drift, model=model))
+    return Result(verdict_of(source, max_drift=max_drift, model=model, fmt=fmt,
+                             time_limit_s=time_limit_s))
 
 
 def run_scenario(**options: Any) -> Result:

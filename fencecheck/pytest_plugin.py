@@ -7,7 +7,7 @@
   runs kept under `--fencecheck-store DIR` (else in the test's tmp dir). It does not judge for
   you: assert on `result.valid`.
 - `--fencecheck-store DIR`: keep runs there; `lock_history` copies its history and results.json
-  into `DIR/<test name>/<timestamp>/` too, so `fencecheck report` can draw them.
+  into `DIR/<test name>/<timestamp>/` too.
 - Each verdict, seed and run folder goes to the JUnit report as test properties
   (`fencecheck_verdict`, `fencecheck_seed`, `fencecheck_run_dir`), through `user_properties` as
   `record_property` does.
@@ -42,7 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _store(config: pytest.Config) -> Path | None:
     value: Path | None = config.getoption("fencecheck_store", None)
-    return value
+    return None if value is None else value.absolute()
 
 
 def _record(item: pytest.Item, result: Result, run_dir: Path | None) -> None:
