@@ -108,21 +108,34 @@ def lock_history(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[His
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     # Judged here, in the call phase, so that violations fail the test itself rather than
     # show up as an error in teardown.
+    from_body: BaseException | None = None
     try:
         outcome = yield
-    except BaseException:
-        state = item.stash.get(_STORE_KEY, None)
-        if state is not None:
-            result = state.judge()
-            if result is not None and result.valid is False:
-                item.add_report_section("call", "fencecheck", result.summary())
-        raise
+    except BaseException as e:
+        from_body = e
     state = item.stash.get(_STORE_KEY, None)
-    if state is not None:
+    if state is None:
+        if from_body is not None:
+            raise from_body
+        return outcome
+    try:
         result = state.judge()
+    except Exception as e:
+        from fencecheck.api import CheckerError
+
+        if not isinstance(e, CheckerError):  # a bug of ours: keep its traceback
+            raise
+        if from_body is not None:  # a history the checker cannot read: one line
+            item.add_report_section("call", "fencecheck", f"not judged: {e}")
+            raise from_body from None
+        pytest.fail(f"fencecheck could not judge the recorded lock history: {e}", pytrace=False)
+    if from_body is not None:
         if result is not None and result.valid is False:
-            pytest.fail(f"fencecheck found violations in the recorded lock history "
-                        f"({state.recorder.path}):\n{result.summary()}", pytrace=False)
+            item.add_report_section("call", "fencecheck", result.summary())
+        raise from_body
+    if result is not None and result.valid is False:
+        pytest.fail(f"fencecheck found violations in the recorded lock history "
+                    f"({state.recorder.path}):\n{result.summary()}", pytrace=False)
     return outcome
 
 

@@ -61,6 +61,34 @@ def test_lock_history_fails_on_violations_and_passes_a_correct_history(tmp_path:
     check_user_run(sys.executable, tmp_path)
 
 
+BAD_HISTORY_TEST = '''
+import multiprocessing
+
+
+def child(rec):
+    with rec.op(1, "acquire", lock="l", lease_ms=1000) as op:
+        op.ok(token=2)
+
+
+def test_one_process_id_in_two_os_processes(lock_history):
+    with lock_history.op(1, "acquire", lock="l", lease_ms=1000) as op:
+        proc = multiprocessing.get_context("fork").Process(target=child, args=(lock_history,))
+        proc.start()
+        proc.join()
+        op.ok(token=1)
+'''
+
+
+def test_a_history_the_checker_cannot_read_fails_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "test_bad.py").write_text(BAD_HISTORY_TEST)
+    proc = run_pytest(sys.executable, tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert ("fencecheck could not judge the recorded lock history: " in proc.stdout
+            and "history.jsonl:2: process 1 invokes acquire while its acquire invoked on line 1 "
+                "has not completed" in proc.stdout), proc.stdout
+    assert "Traceback" not in proc.stdout
+
+
 def test_the_plugin_is_active_in_this_suite(pytestconfig: pytest.Config) -> None:
     # Installed, the plugin loads in every pytest of this environment, this suite's included.
     assert pytestconfig.pluginmanager.has_plugin("fencecheck")
