@@ -16,10 +16,8 @@ See docs/python-api.md.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
+import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -48,7 +46,6 @@ __all__ = [
 _MATRIX_ONLY = {"expect": "a row's expectation: assert on result.valid instead",
                 "seeds": "run_scenario runs one seed: pass seed=N"}
 CHECK_TIME_LIMIT_S = 60.0  # `fencecheck check --time-limit`'s default, for the same verdict
-_SCENARIO_SLACK_S = 300.0  # setup, teardown, check and report on top of the time limit
 
 
 class ScenarioError(Exception):
@@ -145,11 +142,17 @@ def check_history(source: str | os.PathLike[str] | Iterable[Mapping[str, Any]], 
 def run_scenario(**options: Any) -> Result:
     """Run one `fencecheck run` configuration and judge it. Options are named as in a matrix
     row (`backend`, `client`, `resource`, `nemesis`, `fencing`, `time_limit_s`, `lease_ms`,
-    `seed`, `store`, ...; `nemesis` may be "pause,partition" or a list), plus `timeout_s` (the
-    run is stopped past it). Needs root. Raises ConfigError on a bad option, ScenarioError if
-    the run could not start or finish."""
+    `seed`, `store`, ...; `nemesis` may be "pause,partition" or a list), plus `timeout_s` (past
+    it the run is stopped, healed and torn down). Needs root. Raises ConfigError on a bad
+    option, ScenarioError if the run could not start or finish; SIGINT/SIGTERM stop the run
+    (it heals and tears down) and then raise KeyboardInterrupt."""
     from fencecheck import backends
     from fencecheck.config import make_config
+
+    # The matrix's way to run one configuration: a child process of its own (the controller
+    # owns signals and root logging for the length of a run), signals passed on to it, and a
+    # run past its timeout stopped with SIGTERM, then killed and torn down by its ledger.
+    from fencecheck.matrix import JUDGED, TIMEOUT_SLACK_S, _run_one, _Signals
 
     options = dict(options)
     for key, why in _MATRIX_ONLY.items():
@@ -163,26 +166,14 @@ def run_scenario(**options: Any) -> Result:
     if os.geteuid() != 0:
         raise ScenarioError("run_scenario needs root (network namespaces, iptables); "
                             "see `fencecheck doctor`")
-    limit = float(timeout_s) if timeout_s is not None else cfg.time_limit_s + _SCENARIO_SLACK_S
-    with tempfile.TemporaryDirectory(prefix="fencecheck-scenario-") as tmp:
-        cfg_path, result_path = Path(tmp) / "config.json", Path(tmp) / "result.json"
-        cfg_path.write_text(cfg.model_dump_json())
-        # A child of its own, as the matrix does: the controller owns signals and root logging
-        # for the length of a run, which must not leak into the caller's process.
-        argv = [sys.executable, "-m", "fencecheck.matrix", str(cfg_path), str(result_path)]
-        try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                                  timeout=limit, check=False)
-        except subprocess.TimeoutExpired:
-            raise ScenarioError(f"{cfg.test_name}: no result after {limit:.0f} s (timeout_s)"
-                                ) from None
-        if not result_path.is_file():
-            tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-            raise ScenarioError(f"{cfg.test_name}: the run crashed (exit {proc.returncode}): "
-                                f"{tail[0]}")
-        outcome = json.loads(result_path.read_text())
-    if outcome.get("run_dir") is None:
-        raise ScenarioError(f"{cfg.test_name}: {outcome.get('error') or 'the run did not start'}")
-    run_dir = Path(outcome["run_dir"])
-    result = check_history(run_dir, max_drift=cfg.max_drift)
-    return Result(result.results, run_dir=run_dir, seed=cfg.seed)
+    limit = float(timeout_s) if timeout_s is not None else cfg.time_limit_s + TIMEOUT_SLACK_S
+    logs = Path(tempfile.mkdtemp(prefix="fencecheck-scenario-"))
+    with _Signals() as sig:
+        record = _run_one(cfg, cfg.test_name, limit, logs, sig)
+    if sig.received is not None:
+        raise KeyboardInterrupt(f"{cfg.test_name}: stopped by signal {sig.received}")
+    if record.verdict not in JUDGED or record.run_dir is None:
+        raise ScenarioError(f"{cfg.test_name}: {record.verdict}: {record.error}")
+    shutil.rmtree(logs, ignore_errors=True)  # kept above: the error names the child's log
+    result = check_history(record.run_dir, max_drift=cfg.max_drift)
+    return Result(result.results, run_dir=record.run_dir, seed=cfg.seed)

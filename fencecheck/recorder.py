@@ -90,6 +90,11 @@ class HistoryRecorder:
         self.path = Path(path)
         self.parts_dir = self.path.with_name(self.path.name + ".parts")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.parts_dir.is_dir() and any(self.parts_dir.glob("*.jsonl")):
+            # Their times count from another recorder's start: merged with ours they would lie.
+            raise RecorderError(f"{self.parts_dir}: parts of a recording that was never closed "
+                                "(in use, or its process died): merge them with "
+                                "fencecheck.recorder.merge_parts, or remove them")
         self.parts_dir.mkdir(exist_ok=True)
         self._owner_pid = os.getpid()
         self._t0_ns = time.monotonic_ns()

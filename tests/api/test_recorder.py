@@ -220,3 +220,15 @@ def test_recording_after_close_is_refused(tmp_path: Path) -> None:
     assert rec.close() == tmp_path / "h.jsonl"  # idempotent
     with pytest.raises(RecorderError, match="closed"):
         rec.op(1, "acquire", lock="l", lease_ms=1).__enter__()
+
+
+def test_parts_of_an_unclosed_recording_are_not_mixed_in(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    first = HistoryRecorder(path)
+    with first.op(1, "acquire", lock="l", lease_ms=1000) as op:
+        op.ok(token=1)
+    with pytest.raises(RecorderError, match="never closed"):
+        HistoryRecorder(path)
+    first.close()
+    with HistoryRecorder(path):  # once merged, the path can be recorded again
+        pass

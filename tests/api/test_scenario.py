@@ -17,8 +17,9 @@ from tests.api.test_plugin import outcomes, run_pytest
 @pytest.mark.netns
 @pytest.mark.usefixtures("no_leftovers")
 def test_a_paused_unfenced_redis_is_found_with_its_run_folder(tmp_path: Path) -> None:
-    result = run_scenario(backend="redis", fencing=False, nemesis="pause", time_limit_s=12,
-                          lease_ms=1000, seed=1, store=tmp_path)
+    # Faults every 0.5-1 s: several pauses of the holder land in 15 s even on a loaded machine.
+    result = run_scenario(backend="redis", fencing=False, nemesis="pause", time_limit_s=15,
+                          lease_ms=1000, nemesis_interval_s=(0.5, 1.0), seed=1, store=tmp_path)
     assert result.valid is False, result.summary()
     assert result.seed == 1
     assert result.run_dir is not None and result.run_dir.is_relative_to(tmp_path)
