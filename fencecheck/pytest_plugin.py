@@ -7,7 +7,7 @@
   runs kept under `--fencecheck-store DIR` (else in the test's tmp dir). It does not judge for
   you: assert on `result.valid`.
 - `--fencecheck-store DIR`: keep runs there; `lock_history` copies its history and results.json
-  into `DIR/<test name>/<timestamp>/` too.
+  into `DIR/<test name>/<timestamp>/` too (`fencecheck report` draws such a folder).
 - Each verdict, seed and run folder goes to the JUnit report as test properties
   (`fencecheck_verdict`, `fencecheck_seed`, `fencecheck_run_dir`), through `user_properties` as
   `record_property` does.
