@@ -22,14 +22,11 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fencecheck.checker.base import CheckerError
+from fencecheck.checker.base import CheckerError, Results
 from fencecheck.config import ConfigError
 from fencecheck.recorder import HistoryRecorder, RecorderError
-
-if TYPE_CHECKING:
-    from fencecheck.checker.base import Results
 
 __all__ = [
     "CheckerError",
