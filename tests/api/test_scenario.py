@@ -32,7 +32,7 @@ def test_a_paused_unfenced_redis_is_found_with_its_run_folder(tmp_path: Path) ->
 
 SCENARIO_TEST = '''
 def test_redis_without_faults(fencecheck_scenario):
-    result = fencecheck_scenario(nemesis="none", time_limit_s=3, seed=7)
+    result = fencecheck_scenario(nemesis="none", time_limit_s=8, seed=7)
     assert result.valid is True, result.summary()
 '''
 
