@@ -24,16 +24,13 @@ Source = str | Path | Iterable[Mapping[str, Any]]
 
 
 def _events_from_dicts(items: Iterable[Mapping[str, Any]]) -> list[Op]:
-    from fencecheck.checker.base import HistoryError
-    from fencecheck.checker.history import _field_problem, pair
+    from fencecheck.checker.history import pair
+    from fencecheck.checker.reader import line_from_dict
 
     events: list[Event] = []
     for line, d in enumerate(items, 1):
-        problem = _field_problem(d)
-        if problem is not None:
-            raise HistoryError("<events>", line, problem)
-        events.append(Event(d["index"], d["time"], d["process"], d["type"], d["f"],
-                            d.get("value"), d.get("error")))
+        e = line_from_dict(d, "<events>", line)
+        events.append(Event(e.index, e.time, e.process, e.type, e.f, e.value, e.error))
     return pair(events, "<events>")
 
 
