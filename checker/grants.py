@@ -75,6 +75,7 @@ class GrantTable:
     writes: dict[str, list[Op]]  # key -> accepted writes (with an end), in invoke order
     last_reads: dict[str, Op]  # key -> the ok read invoked last
     acquires_without_lock: int = 0
+    job_writes: int = 0  # writes that execute a cron job (checker.jobs.job_id is not None)
 
 
 @dataclass(slots=True)
@@ -154,7 +155,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     write_grant: dict[int, int] = {}
     writes: dict[str, list[Op]] = {}
     last_reads: dict[str, Op] = {}
-    no_lock = 0
+    no_lock = jobs = 0
 
     def close(g: _Open, at: int | float, by: str) -> None:
         if at < g.held_until:
@@ -181,6 +182,13 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
         if v is None:
             continue
         if f == "write":
+            job = v.get("job")
+            if type(job) is int:
+                jobs += 1
+            elif "key" in v:
+                jk = v["key"]
+                if type(jk) is str and jk.startswith("job:") and jk[4:].isdigit():
+                    jobs += 1
             if op.type == "ok":
                 wlock = v.get("lock")
                 gid = last_pl.get((p, wlock)) if type(wlock) is str else None
@@ -254,7 +262,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     for g in list(open_pl.values()):
         close(g, INF, "nothing")
     grants = [g for g in done if g is not None]
-    return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock)
+    return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs)
 
 
 # ---- reporting helpers shared by the checks ----
