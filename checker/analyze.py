@@ -112,7 +112,11 @@ def _analyze(ops: Sequence[Op], max_drift: float) -> Results:
     }
     if table.job_writes:
         checks["jobs"] = _guarded("jobs", lambda: check_jobs(ops))
-    st = stats(ops, table)
+    try:
+        st = stats(ops, table)
+    except Exception as e:  # statistics are a reading aid: their failure leaves the verdict
+        log.exception("statistics crashed")
+        st = {"ops": len(ops), "error": f"{type(e).__name__}: {e}"}
     firsts = [c.details["first_violation_ns"] for c in checks.values()
               if "first_violation_ns" in c.details]
     st["first_violation_ns"] = min(firsts) if firsts else None
