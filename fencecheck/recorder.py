@@ -137,6 +137,12 @@ class HistoryRecorder:
             raise RecorderError(f"f must be one of {', '.join(sorted(CLIENT_FS))}, not {f!r}")
         return OpContext(self, process, f, _encode(value) if value else "null")
 
+    def now_ns(self) -> int:
+        """The recorder's clock: ns since it started, as the history's `time`. For an acquire
+        that retries inside one op, pass `attempt_ns=rec.now_ns()` taken as the winning attempt
+        was sent to `op.ok(...)`: the lease then counts from that attempt (DESIGN.md)."""
+        return time.monotonic_ns() - self._t0_ns
+
     def fault(self, f: str, /, **value: Any) -> FaultContext:
         """Record a fault the test injects (a pause, a partition) around a `with` block, as the
         nemesis does: `start-<f>` on entry with `value`, `stop-<f>` on exit. The checker's

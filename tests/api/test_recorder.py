@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -232,3 +233,21 @@ def test_parts_of_an_unclosed_recording_are_not_mixed_in(tmp_path: Path) -> None
     first.close()
     with HistoryRecorder(path):  # once merged, the path can be recorded again
         pass
+
+
+def _slow_acquire_then_another(path: Path, with_attempt: bool) -> set[str]:
+    """Process 1's acquire takes 0.6 s, longer than its 0.5 s lease, its winning attempt sent at
+    the end; process 2 is granted the lock right after."""
+    with HistoryRecorder(path) as rec:
+        with rec.op(1, "acquire", lock="l", lease_ms=500) as op:
+            time.sleep(0.6)
+            op.ok(token=1, **({"attempt_ns": rec.now_ns()} if with_attempt else {}))
+        with rec.op(2, "acquire", lock="l", lease_ms=500) as op:
+            op.ok(token=2)
+    return {v["kind"] for v in check_history(path).violations}
+
+
+def test_attempt_ns_from_the_recorders_clock_moves_the_lease_start(tmp_path: Path) -> None:
+    # Counted from the invoke, the lease was over before the grant: no double grant can be said.
+    assert "double-grant" not in _slow_acquire_then_another(tmp_path / "a.jsonl", False)
+    assert "double-grant" in _slow_acquire_then_another(tmp_path / "b.jsonl", True)
