@@ -58,12 +58,20 @@ class CounterService:
 
     def _cycle(self, worker: int, process: int) -> None:
         rec = self.rec
-        lock = self.client.lock("counter-lock", timeout=LEASE_MS / 1000, blocking_timeout=2)
+        lock = self.client.lock("counter-lock", timeout=LEASE_MS / 1000)
         with rec.op(process, "acquire", lock="counter-lock", lease_ms=LEASE_MS) as op:
-            if not lock.acquire():
-                op.fail(error="timeout")
-                return
-            op.ok(token=None)  # redis-py's Lock has no fencing token
+            # redis-py's blocking acquire polls; spelled out, so that the lease counts from
+            # the attempt that won (attempt_ns), not from the first one.
+            deadline = time.monotonic() + 2
+            while True:
+                attempt_ns = rec.now_ns()
+                if lock.acquire(blocking=False):
+                    op.ok(token=None, attempt_ns=attempt_ns)  # redis-py's Lock: no token
+                    break
+                if time.monotonic() > deadline:
+                    op.fail(error="timeout")
+                    return
+                time.sleep(0.01)
         for _ in range(2):
             with rec.op(process, "read", key="counter", lock="counter-lock", token=None) as op:
                 value = int(self.client.get("counter") or 0)
