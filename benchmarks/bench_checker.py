@@ -42,13 +42,12 @@ def _child(mode: str, path: Path) -> dict[str, Any]:
         out["parse_s"] = time.process_time() - t0
         out["events"] = n
     else:
-        from fencecheck.checker.analyze import analyze
-        from fencecheck.checker.history import load_ops
+        from fencecheck.checker.verdict import judge, load
 
         t0 = time.process_time()
-        ops = load_ops(path)
+        ops = load(path)
         t1 = time.process_time()
-        results = analyze(ops)
+        results = judge(ops)
         t2 = time.process_time()
         out.update(load_s=t1 - t0, analyze_s=t2 - t1, ops=len(ops), valid=results.valid,
                    violations={n: c.details.get("count", 0) for n, c in results.checks.items()})

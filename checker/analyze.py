@@ -18,7 +18,7 @@ from fencecheck.checker.fencing import fencing
 from fencecheck.checker.grants import GrantTable, build_grants
 from fencecheck.checker.history import gc_paused
 from fencecheck.checker.incidents import build_incidents
-from fencecheck.checker.jobs import check_jobs, job_id
+from fencecheck.checker.jobs import check_jobs
 from fencecheck.checker.mutex import mutex
 
 log = logging.getLogger(__name__)
@@ -110,9 +110,13 @@ def _analyze(ops: Sequence[Op], max_drift: float) -> Results:
         "exclusion": _guarded("exclusion", lambda: exclusion(ops, grants=table)),
         "counter": _guarded("counter", lambda: counter(ops, grants=table)),
     }
-    if any(op.f == "write" and job_id(op) is not None for op in ops):
+    if table.job_writes:
         checks["jobs"] = _guarded("jobs", lambda: check_jobs(ops))
-    st = stats(ops, table)
+    try:
+        st = stats(ops, table)
+    except Exception as e:  # statistics are a reading aid: their failure leaves the verdict
+        log.exception("statistics crashed")
+        st = {"ops": len(ops), "error": f"{type(e).__name__}: {e}"}
     firsts = [c.details["first_violation_ns"] for c in checks.values()
               if "first_violation_ns" in c.details]
     st["first_violation_ns"] = min(firsts) if firsts else None

@@ -1,13 +1,23 @@
 """The lease model the lock checks share: grants, their surely-held intervals, write ownership.
 
-A *grant* is an acquire that completed ok. It is surely held from its ok time until the earliest
-of: its process's next release or acquire invoke on that lock (or a release of that lock with its
-token by anyone, as a worker does after its old id was retired by an `info`), and the lease's
-surely-held end, `invoke + lease_ms * (1 - max_drift)` of the acquire or of the last ok renew.
-The lease cannot have started before the invoke, so until that time the service must consider it
-held. A renewal that completes ok extends that end; one invoked after the end leaves a gap in
-which the lock may have lapsed (and been held by another), so it does not bridge it: the grant
-is surely held again only from the renewal's ok (a further stretch, in `Grant.segments`).
+DESIGN.md, in its words: per lock, a *grant* g is an acquire that completed ok. It is surely held
+from g.ok until g.end = the earliest of: that process's next release or acquire invoke, and the
+last successful acquire-or-renew *invoke* time + lease_ms x (1 - max_drift). The lease cannot have
+started before the invoke, so until then the service must consider it held. The rules in full
+(each keeps a check silent where the evidence is uncertain):
+
+- A renew that completed ok sets the end from *its own* invoke time and *its own* lease_ms (it can
+  shorten the lease). A renew invoked after the surely-held end cannot bridge the gap: it starts
+  a new stretch from its ok (a further stretch, in `Grant.segments`).
+- Where an acquire's ok value carries `attempt_ns` (controller-clock time the winning attempt was
+  sent, for clients that retry inside one acquire), the end counts from max(invoke, attempt_ns).
+- A release ends its own process's surely-held stretch at its invoke, whatever its outcome. It
+  ends a grant of *another* process only when that process is retired (its last op was `info`;
+  the worker goes on under a new id) and the release carried that grant's token. A failed
+  release, or one by a live other process, ends no one else's grant.
+- Times are integers in ns and every computation on them is exact (no floats): the end is
+  invoke + floor(lease_ms x 10^6 x (1 - max_drift)), with max_drift read as the decimal it was
+  written as (0.01 is 1/100, not the nearest binary float).
 
 Also here: small helpers the checks use to explain and cap what they report.
 """
@@ -17,12 +27,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from fencecheck.checker.base import NEMESIS, Op, OpRef, Process, Violation, op_ref
 
 MAX_REPORTED = 100  # violations listed per check; all are counted in the check's details
 NS_PER_MS = 1_000_000
+INF = math.inf  # an end nothing in the history gives; every finite end is an int
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +47,14 @@ class Grant:
     acquire: Op
     token: int | None
     start: int  # the acquire's ok time (ns)
-    end: float  # surely held until (ns); math.inf: nothing in the history ends it
+    end: int | float  # surely held until (ns, an int); math.inf: nothing in the history ends it
     ended_by: str  # "release", "acquire", "release-by-token", "lease" or "nothing"
-    expired_at: float  # the lease surely expired (last ok acquire/renew ok + lease*(1+drift))
+    expired_at: int | float  # surely expired: last ok acquire/renew ok + ceil(lease*(1+drift))
     # further surely-held stretches, after renewals that came too late to bridge the lease:
     # (start ns, end ns, ended_by); `end`/`ended_by` above are of the first stretch
-    segments: tuple[tuple[int, float, str], ...] = ()
+    segments: tuple[tuple[int, int | float, str], ...] = ()
 
-    def held(self) -> list[tuple[int, float, str]]:
+    def held(self) -> list[tuple[int, int | float, str]]:
         """Every surely-held stretch (start, end, ended_by), first to last."""
         return [(self.start, self.end, self.ended_by), *self.segments]
 
@@ -63,6 +75,7 @@ class GrantTable:
     writes: dict[str, list[Op]]  # key -> accepted writes (with an end), in invoke order
     last_reads: dict[str, Op]  # key -> the ok read invoked last
     acquires_without_lock: int = 0
+    job_writes: int = 0  # writes that execute a cron job (checker.jobs.job_id is not None)
 
 
 @dataclass(slots=True)
@@ -72,17 +85,48 @@ class _Open:
     process: Process
     acquire: Op
     token: int | None
-    lease_ms: float | None
-    held_until: float
-    expired_at: float
+    held_until: int | float
+    expired_at: int | float
     seg_start: int = 0  # start of the current stretch
-    stretches: list[tuple[int, float, str]] | None = None  # the stretches closed by a gap
+    stretches: list[tuple[int, int | float, str]] | None = None  # the stretches closed by a gap
 
 
-def _lease_ns(lease_ms: Any, factor: float) -> float | None:
-    if isinstance(lease_ms, int | float) and not isinstance(lease_ms, bool):
-        return lease_ms * NS_PER_MS * factor
-    return None
+def drift_fraction(max_drift: float | Fraction) -> Fraction:
+    """max_drift exactly as written: 0.01 -> 1/100 (its repr is the shortest decimal)."""
+    if isinstance(max_drift, Fraction):
+        return max_drift
+    return Fraction(repr(float(max_drift)))
+
+
+class LeaseMath:
+    """Exact lease lengths in ns for one max_drift, cached per lease_ms (runs use a few)."""
+
+    def __init__(self, max_drift: float | Fraction) -> None:
+        d = drift_fraction(max_drift)
+        self.short = (1 - d) * NS_PER_MS
+        self.long = (1 + d) * NS_PER_MS
+        self.cache: dict[Any, tuple[int, int] | None] = {}
+
+    def ns(self, lease_ms: Any) -> tuple[int, int] | None:
+        """(surely-held ns, surely-expired ns) of a lease, or None for no lease (null/absent).
+        Raises ValueError on a lease that is not a finite non-negative number."""
+        try:
+            return self.cache[lease_ms]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable: not a number
+            raise ValueError(f"lease_ms must be a number, not {lease_ms!r}") from None
+        if lease_ms is None:
+            out = None
+        elif isinstance(lease_ms, bool) or not isinstance(lease_ms, int | float) \
+                or not (isinstance(lease_ms, int) or math.isfinite(lease_ms)) or lease_ms < 0:
+            raise ValueError(f"lease_ms must be a finite non-negative number, not {lease_ms!r}")
+        else:
+            ms = Fraction(lease_ms)
+            out = (math.floor(ms * self.short), math.ceil(ms * self.long))
+        if len(self.cache) < 4096:
+            self.cache[lease_ms] = out
+        return out
 
 
 def _token(op: Op) -> int | None:
@@ -90,30 +134,44 @@ def _token(op: Op) -> int | None:
     return t if type(t) is int else None
 
 
+def retired_processes(ops: Sequence[Op]) -> set[Process]:
+    """Processes whose last op was `info` (or never completed): the worker went on under a new
+    id. `ops` in invoke order, so a process's last op is its last in the list."""
+    last: dict[Process, str] = {}
+    for op in ops:
+        last[op.process] = op.type
+    return {p for p, t in last.items() if t == "info" and p != NEMESIS}
+
+
 def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     """One pass over ops in invoke order (each process's ops are sequential in it)."""
-    short = 1.0 - max_drift
-    long = 1.0 + max_drift
+    lease = LeaseMath(max_drift)
+    retired = retired_processes(ops)
     done: list[Grant | None] = []
     open_pl: dict[tuple[Process, Any], _Open] = {}
-    open_token: dict[tuple[Any, int], _Open] = {}
+    # open grants of retired processes by (lock, token): a release with the token ends them
+    open_token: dict[tuple[Any, int], list[_Open]] = {}
     last_pl: dict[tuple[Process, Any], int] = {}
     write_grant: dict[int, int] = {}
     writes: dict[str, list[Op]] = {}
     last_reads: dict[str, Op] = {}
-    no_lock = 0
+    no_lock = jobs = 0
 
-    def close(g: _Open, at: float, by: str) -> None:
+    def close(g: _Open, at: int | float, by: str) -> None:
         if at < g.held_until:
             end, by = at, by
         else:
-            end, by = g.held_until, ("lease" if g.held_until < math.inf else "nothing")
+            end, by = g.held_until, ("lease" if g.held_until < INF else "nothing")
         last = (g.seg_start, end, by)
-        first, *rest = [*g.stretches, last] if g.stretches else [last]
+        # a release by another process may come before earlier stretches ended: clip them too
+        stretches = [(s, e, b) if e <= at else (s, at, by) for s, e, b in g.stretches or ()]
+        first, *rest = [*stretches, last]
         done[g.id] = Grant(g.id, g.lock, g.process, g.acquire, g.token, first[0], first[1],
                            first[2], g.expired_at, tuple(rest))
-        if g.token is not None and open_token.get((g.lock, g.token)) is g:
-            del open_token[(g.lock, g.token)]
+        if g.token is not None:
+            same = open_token.get((g.lock, g.token))
+            if same is not None and g in same:
+                same.remove(g)
 
     for op in ops:
         f = op.f
@@ -124,6 +182,13 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
         if v is None:
             continue
         if f == "write":
+            job = v.get("job")
+            if type(job) is int:
+                jobs += 1
+            elif "key" in v:
+                jk = v["key"]
+                if type(jk) is str and jk.startswith("job:") and jk[4:].isdigit():
+                    jobs += 1
             if op.type == "ok":
                 wlock = v.get("lock")
                 gid = last_pl.get((p, wlock)) if type(wlock) is str else None
@@ -155,55 +220,54 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             if cur is not None:
                 close(cur, op.time, f)
             if f == "release":
-                tok = _token(op)
-                other = open_token.get((lock, tok)) if tok is not None else None
-                if other is not None and other.process != p:
-                    del open_pl[(other.process, lock)]
-                    close(other, op.time, "release-by-token")
+                tk = _token(op)
+                if tk is not None and op.type != "fail":
+                    for other in list(open_token.get((lock, tk), ())):
+                        if other.process != p:
+                            del open_pl[(other.process, lock)]
+                            close(other, op.time, "release-by-token")
             elif op.type == "ok":
-                lease = v.get("lease_ms")
-                held = _lease_ns(lease, short)
-                expire = _lease_ns(lease, long)
+                ns = lease.ns(v.get("lease_ms"))
                 assert op.end_time is not None  # an ok op has completed
+                attempt = v.get("attempt_ns")
+                base = max(op.time, attempt) if type(attempt) is int else op.time
                 g = _Open(len(done), lock, p, op, _token(op),
-                          lease if isinstance(lease, int | float) else None,
-                          math.inf if held is None else op.time + held,
-                          math.inf if expire is None else op.end_time + expire, op.end_time)
+                          INF if ns is None else base + ns[0],
+                          INF if ns is None else op.end_time + ns[1], op.end_time)
                 done.append(None)
                 open_pl[key] = g
                 last_pl[key] = g.id
-                if g.token is not None:
-                    open_token[(lock, g.token)] = g
+                if g.token is not None and p in retired:
+                    open_token.setdefault((lock, g.token), []).append(g)
         elif f == "renew" and op.type == "ok":
             rlock = v.get("lock")
             cur = open_pl.get((p, rlock)) if type(rlock) is str else None
-            if cur is None or cur.held_until == math.inf:
+            if cur is None:
                 continue
-            lease = v.get("lease_ms", cur.lease_ms)
-            held = _lease_ns(lease, short)
-            expire = _lease_ns(lease, long)
-            if held is None or expire is None:
-                continue
+            ns = lease.ns(v.get("lease_ms"))
+            if ns is None:
+                continue  # a renewal of unknown length proves nothing about the end
             assert op.end_time is not None
+            new_end = op.time + ns[0]
             if op.time <= cur.held_until:
-                cur.held_until = max(cur.held_until, op.time + held)
-            elif op.end_time < op.time + held:
+                cur.held_until = new_end  # its own lease, from its own invoke: may shorten
+            elif op.end_time < new_end:
                 # too late to bridge: a new stretch from the renewal's ok
                 if cur.stretches is None:
                     cur.stretches = []
                 cur.stretches.append((cur.seg_start, cur.held_until, "lease"))
                 cur.seg_start = op.end_time
-                cur.held_until = op.time + held
-            cur.expired_at = max(cur.expired_at, op.end_time + expire)
+                cur.held_until = new_end
+            cur.expired_at = max(cur.expired_at, op.end_time + ns[1])
     for g in list(open_pl.values()):
-        close(g, math.inf, "nothing")
+        close(g, INF, "nothing")
     grants = [g for g in done if g is not None]
-    return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock)
+    return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs)
 
 
 # ---- reporting helpers shared by the checks ----
 
-def seconds(ns: float) -> str:
+def seconds(ns: int | float) -> str:
     """ns since the run started as a short seconds figure: 12300000000 -> '12.3 s'."""
     if ns == math.inf:
         return "the end of the history"

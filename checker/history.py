@@ -5,12 +5,11 @@
 - `load_ops(path)`: read, validate and pair in one pass; the fast path the checker uses.
 - `write_events(path, events)`: the inverse of `read_events`.
 
-Every problem is a `HistoryError(path, line, what)` whose message reads like a compiler error:
-`history.jsonl:17: type "okay" is not one of invoke, ok, fail, info`.
-
-`load_ops` is the hot path of `fencecheck check` on million-event histories, so it validates
-inline on the decoded dicts and builds `Op`s directly, without an `Event` per line; the exact
-diagnosis of a bad line is left to the slow helpers, which only run once something is wrong.
+Every line goes through the one strict reader (checker.reader: a msgspec schema for the line, a
+table for what the checks read from values). Every problem is a `HistoryError(path, line, what)`
+whose message reads like a compiler error: `history.jsonl:17: time: expected int >= 0, got str`.
+Times never go backwards within one process; across processes they may be out of order (logs
+merged from several hosts).
 """
 
 from __future__ import annotations
@@ -33,10 +32,12 @@ from fencecheck.checker.base import (
     Op,
     Process,
 )
+from fencecheck.checker.reader import VALUES, check_value, decode_line
+
+_CHECKED_FS = frozenset(VALUES)
 
 log = logging.getLogger(__name__)
 
-_REQUIRED = ("index", "time", "process", "type", "f")
 _TYPES_TEXT = "invoke, ok, fail, info"
 
 
@@ -45,53 +46,17 @@ def _describe(x: Any) -> str:
     return json.dumps(x) if not isinstance(x, dict | list) else type(x).__name__
 
 
-def _field_problem(d: Any) -> str | None:
-    """What is wrong with one decoded line taken alone, or None if nothing is."""
-    if not isinstance(d, dict):
-        return f"not a JSON object but {_describe(d)}"
-    for name in _REQUIRED:
-        if name not in d:
-            return f'missing field "{name}"'
-    for name in ("index", "time"):
-        v = d[name]
-        if type(v) is not int:
-            return f'"{name}" must be an integer, not {_describe(v)}'
-        if v < 0:
-            return f'"{name}" must not be negative, not {v}'
-    p = d["process"]
-    if type(p) is not int and p != NEMESIS:
-        return f'"process" must be an integer or "{NEMESIS}", not {_describe(p)}'
-    if d["type"] not in EVENT_TYPES:
-        return f"type {_describe(d['type'])} is not one of {_TYPES_TEXT}"
-    if type(d["f"]) is not str:
-        return f'"f" must be a string, not {_describe(d["f"])}'
-    value = d.get("value")
-    if value is not None and type(value) is not dict:
-        return f'"value" must be an object or null, not {_describe(value)}'
-    error = d.get("error")
-    if error is not None and type(error) is not str:
-        return f'"error" must be a string, not {_describe(error)}'
-    return None
-
-
-def _decode(line: str, src: str, lineno: int) -> Any:
-    if not line.strip():
-        raise HistoryError(src, lineno, "empty line (one JSON object per line, no blank lines)")
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError as e:
-        raise HistoryError(src, lineno, f"not valid JSON ({e.msg} at column {e.colno})") from None
-
-
-def _check_order(src: str, lineno: int, index: int, time: int, last_time: int) -> None:
-    if index != lineno - 1:
+def _check_order(src: str, lineno: int, index: int, expected: int) -> None:
+    if index != expected:
         raise HistoryError(
-            src, lineno, f"index {index} out of sequence (expected {lineno - 1}: 0, 1, 2, ...)"
+            src, lineno, f"index: {index} out of sequence (expected {expected}: 0, 1, 2, ...)"
         )
-    if time < last_time:
-        raise HistoryError(
-            src, lineno, f"time goes backwards ({time} ns after {last_time} ns on the line before)"
-        )
+
+
+def _backwards(src: str, lineno: int, p: Process, time: int, before: tuple[int, int]) -> None:
+    raise HistoryError(
+        src, lineno, f"time: goes backwards for process {p} ({time} ns after {before[0]} ns "
+                     f"on line {before[1]})")
 
 
 @dataclass(slots=True)
@@ -151,13 +116,18 @@ class _Pairer:
         if type_ == "info" and p != NEMESIS:
             self.retired.add(p)
         if self.keep:
-            self.ops[inv.slot] = Op(p, f, cast(Completion, type_), inv.index, inv.time, index,
-                                    time, _merge(inv.value, value), error)
+            op = Op(p, f, cast(Completion, type_), inv.index, inv.time, index, time,
+                    _merge(inv.value, value), error)
+            check_value(op, self.src, inv.line)
+            self.ops[inv.slot] = op
 
     def finish(self) -> list[Op]:
         """Invokes never completed become `info` ops with no end."""
         for p, inv in self.pending.items():
-            self.ops[inv.slot] = Op(p, inv.f, "info", inv.index, inv.time, None, None, inv.value)
+            op = Op(p, inv.f, "info", inv.index, inv.time, None, None, inv.value)
+            if self.keep:
+                check_value(op, self.src, inv.line)
+            self.ops[inv.slot] = op
         self.pending.clear()
         return self.ops  # type: ignore[return-value]  # every slot is filled by now
 
@@ -199,29 +169,21 @@ def read_events(path: Path) -> Iterator[Event]:
     """
     src = str(path)
     pairer = _Pairer(src, keep=False)
-    last_time = 0
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            d = _decode(line, src, lineno)
-            problem = _field_problem(d)
-            if problem is not None:
-                raise HistoryError(src, lineno, problem)
-            _check_order(src, lineno, d["index"], d["time"], last_time)
-            last_time = d["time"]
-            e = Event(d["index"], d["time"], d["process"], d["type"], d["f"], d.get("value"),
-                      d.get("error"))
+    last: dict[Process, tuple[int, int]] = {}
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            d = decode_line(raw, src, lineno)
+            _check_order(src, lineno, d.index, lineno - 1)
+            before = last.get(d.process)
+            if before is not None and d.time < before[0]:
+                _backwards(src, lineno, d.process, d.time, before)
+            last[d.process] = (d.time, lineno)
+            e = Event(d.index, d.time, d.process, d.type, d.f, d.value, d.error)
             if e.type == "invoke":
                 pairer.invoke(lineno, e.process, e.index, e.time, e.f, None)
             else:
                 pairer.complete(lineno, e.process, e.type, e.index, e.time, e.f, None, None)
             yield e
-
-
-def _scanner() -> Callable[[str, int], tuple[Any, int]]:
-    # The C scanner json.loads ends in: calling it directly skips loads' Python-level wrapper
-    # and whitespace regexes, which are half the cost of decoding a short line.
-    scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-    return scan
 
 
 def _op_factory() -> Callable[..., Op]:
@@ -271,21 +233,23 @@ def load_ops(path: Path) -> list[Op]:
     """Read, validate and pair a history file in one pass; ops sorted by invoke index.
 
     Raises `HistoryError(path, line, what)` on the first problem: a line that is empty, not JSON
-    or not an object; a missing or mistyped field; an unknown type; index not 0, 1, 2, ...; time
-    going backwards; and the pairing errors of `pair`.
+    or not an object; a missing or mistyped field; index not 0, 1, 2, ...; time going backwards
+    within a process; a value the checks cannot use (checker.reader); and the pairing errors of
+    `pair`.
     """
     src = str(path)
-    scan = _scanner()
+    decode = decode_line
     make = _make_op
     # invokes waiting for completion: process -> (slot in ops, index, time, f, value, line)
     pending: dict[Process, tuple[int, int, int, str, dict[str, Any] | None, int]] = {}
     retired: set[Process] = set()
+    last: dict[Process, tuple[int, int]] = {}  # process -> (time, line) of its last event
     ops: list[Op | None] = []
-    last_time = 0
     lineno = 0
     nemesis = NEMESIS
+    client_fs = _CHECKED_FS
 
-    def pairing_error(d: dict[str, Any]) -> HistoryError:
+    def pairing_error(d: Any) -> HistoryError:
         """Replay the pairing of this line on a _Pairer holding the same state, to raise the
         same message as `pair` would."""
         pairer = _Pairer(src, keep=False)
@@ -293,62 +257,41 @@ def load_ops(path: Path) -> list[Op]:
         for proc, (_, i, t, fn, _, ln) in pending.items():
             pairer.pending[proc] = _Pending(0, i, t, fn, None, ln)
         try:
-            if d["type"] == "invoke":
-                pairer.invoke(lineno, d["process"], d["index"], d["time"], d["f"], None)
+            if d.type == "invoke":
+                pairer.invoke(lineno, d.process, d.index, d.time, d.f, None)
             else:
-                pairer.complete(lineno, d["process"], d["type"], d["index"], d["time"], d["f"],
-                                None, None)
+                pairer.complete(lineno, d.process, d.type, d.index, d.time, d.f, None, None)
         except HistoryError as e:
             return e
         return HistoryError(src, lineno, "inconsistent pairing")  # not reached
 
-    with gc_paused(), open(path, encoding="utf-8") as fh:
-        for line in fh:
+    with gc_paused(), open(path, "rb") as fh:
+        for raw in fh:
+            d = decode(raw, src, lineno + 1)
             lineno += 1
-            # Fast path: the C scanner and plain type tests on the decoded dict; anything odd
-            # goes to the slow helpers, which find the exact problem and raise.
-            try:
-                d, end = scan(line, 0)
-                if end != len(line) and line[end:].strip(" \t\r\n"):
-                    raise ValueError("trailing data")
-            except Exception:
-                d = _decode(line, src, lineno)  # raises unless leading whitespace was all
-            try:
-                index = d["index"]
-                time = d["time"]
-                p = d["process"]
-                type_ = d["type"]
-                f = d["f"]
-                value = d.get("value")
-            except Exception:
-                raise HistoryError(src, lineno, _field_problem(d) or "malformed line") from None
-            if (
-                index != lineno - 1
-                or type(index) is not int
-                or type(time) is not int
-                or time < last_time
-                or (type(p) is not int and p != nemesis)
-                or type(f) is not str
-                or (value is not None and type(value) is not dict)
-            ):
-                problem = _field_problem(d)
-                if problem is not None:
-                    raise HistoryError(src, lineno, problem)
-                _check_order(src, lineno, index, time, last_time)
-            last_time = time
+            index = d.index
+            time = d.time
+            p = d.process
+            if index != lineno - 1:
+                _check_order(src, lineno, index, lineno - 1)
+            before = last.get(p)
+            if before is not None and time < before[0]:
+                _backwards(src, lineno, p, time, before)
+            last[p] = (time, lineno)
+            type_ = d.type
+            f = d.f
+            value = d.value
             if type_ == "invoke":
                 if p in pending or p in retired:
                     raise pairing_error(d)
                 pending[p] = (len(ops), index, time, f, value, lineno)
                 ops.append(None)
-            elif type_ == "ok" or type_ == "fail" or type_ == "info":
+            else:
                 inv = pending.pop(p, None)
-                error = d.get("error")
-                if inv is None or inv[3] != f or (error is not None and type(error) is not str):
+                if inv is None or inv[3] != f:
                     if inv is not None:
                         pending[p] = inv
-                    problem = _field_problem(d)
-                    raise HistoryError(src, lineno, problem) if problem else pairing_error(d)
+                    raise pairing_error(d)
                 if type_ == "info" and p != nemesis:
                     retired.add(p)
                 inv_value = inv[4]
@@ -357,11 +300,14 @@ def load_ops(path: Path) -> list[Op]:
                         inv_value = value
                     else:
                         inv_value.update(value)  # both dicts are fresh from the decoder: ours
-                ops[inv[0]] = make(p, f, type_, inv[1], inv[2], index, time, inv_value, error)
-            else:
-                raise HistoryError(src, lineno, _field_problem(d) or "bad type")
-    for p, (slot, index, time, f, value, _) in pending.items():
-        ops[slot] = Op(p, f, "info", index, time, None, None, value)
+                op = make(p, f, type_, inv[1], inv[2], index, time, inv_value, d.error)
+                if f in client_fs:
+                    check_value(op, src, inv[5])
+                ops[inv[0]] = op
+    for proc, (slot, index, time, f, value, line) in pending.items():
+        op = Op(proc, f, "info", index, time, None, None, value)
+        check_value(op, src, line)
+        ops[slot] = op
     log.debug("loaded %d ops from %s", len(ops), src)
     return ops  # type: ignore[return-value]  # every slot is filled by now
 

@@ -10,12 +10,15 @@ with `--model` too. Bad input raises `CheckerError` (exit 3).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fencecheck.checker.base import NEMESIS, CheckerError, CheckResult, Event, Op, Results, combine
+
+log = logging.getLogger(__name__)
 
 HISTORY_FILE = "history.jsonl"
 NO_CLIENT_OPS = "the history has no client operations (it is empty or holds only nemesis events)"
@@ -24,29 +27,38 @@ Source = str | Path | Iterable[Mapping[str, Any]]
 
 
 def _events_from_dicts(items: Iterable[Mapping[str, Any]]) -> list[Op]:
-    from fencecheck.checker.base import HistoryError
-    from fencecheck.checker.history import _field_problem, pair
+    from fencecheck.checker.history import pair
+    from fencecheck.checker.reader import line_from_dict
 
     events: list[Event] = []
     for line, d in enumerate(items, 1):
-        problem = _field_problem(d)
-        if problem is not None:
-            raise HistoryError("<events>", line, problem)
-        events.append(Event(d["index"], d["time"], d["process"], d["type"], d["f"],
-                            d.get("value"), d.get("error")))
+        e = line_from_dict(d, "<events>", line)
+        events.append(Event(e.index, e.time, e.process, e.type, e.f, e.value, e.error))
     return pair(events, "<events>")
 
 
 def load(source: Source, fmt: str | None = None) -> list[Op]:
     """The paired ops of a history file, a run directory or an iterable of event dicts."""
-    if isinstance(source, str | Path):
-        path = Path(source)
-        if path.is_dir():
-            path = path / HISTORY_FILE
-        from fencecheck.checker.formats import load_any
+    where = str(source) if isinstance(source, str | Path) else "<events>"
+    try:
+        if isinstance(source, str | Path):
+            path = Path(source)
+            if path.is_dir():
+                path = path / HISTORY_FILE
+            from fencecheck.checker.formats import load_any
 
-        return load_any(path, fmt)
-    return _events_from_dicts(source)
+            return load_any(path, fmt)
+        return _events_from_dicts(source)
+    except CheckerError:
+        raise
+    except UnicodeDecodeError as e:
+        raise CheckerError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except RecursionError:
+        raise CheckerError(f"{where}: nested too deeply to read") from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as e:
+        # a reader that trips over input it did not foresee: still bad input, said in one line
+        log.debug("reading %s", where, exc_info=True)
+        raise CheckerError(f"{where}: cannot read the history ({type(e).__name__}: {e})") from None
 
 
 def leaseless_locks(ops: Sequence[Op]) -> bool:
@@ -83,7 +95,15 @@ def judge(ops: Sequence[Op], *, max_drift: float = 0.01, model: str | None = Non
     if model is not None:
         from fencecheck.checker.linear import check_linearizable
 
-        results.checks["linearizable"] = check_linearizable(ops, model, time_limit_s)
+        try:
+            lin = check_linearizable(ops, model, time_limit_s)
+        except CheckerError:
+            raise
+        except Exception as e:  # a crashed check reads as unknown, never as a pass
+            log.exception("the linearizability check crashed")
+            lin = CheckResult("linearizable", "unknown",
+                              details={"error": f"{type(e).__name__}: {e}"})
+        results.checks["linearizable"] = lin
         verdict = combine(list(results.checks.values()))
         if verdict is True and all(c.skipped is not None for c in results.checks.values()):
             verdict = "unknown"  # a model that judged nothing cannot make a thin history valid

@@ -16,11 +16,12 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from fencecheck.checker.base import CheckerError, Results
+from fencecheck.cli_group import LazyGroup, shown
 
 app = typer.Typer(
+    cls=LazyGroup,  # matrix and the report commands are imported only when used
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -33,7 +34,7 @@ BAD_INPUT = 3
 
 
 def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    err.print(f"[bold red]error:[/] {shown(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -53,17 +54,17 @@ def print_summary(results: Results, console: Console = out) -> None:
         console.print(f"  {n_inc} incident{'s' if n_inc != 1 else ''}, "
                       f"{n_vio} violation{'s' if n_vio != 1 else ''}")
     for inc in results.incidents[:5]:
-        console.print(f"  [bold]incident {inc['id']}[/]: {escape(inc['story'])}", soft_wrap=True)
+        console.print(f"  [bold]incident {inc['id']}[/]: {shown(inc['story'])}", soft_wrap=True)
     if len(results.incidents) > 5:
         console.print(f"  … and {len(results.incidents) - 5} more incidents (see results.json)")
     reason = results.stats.get("unknown_reason")
     if results.valid == "unknown" and reason:
-        console.print(f"  why: {escape(str(reason))}", soft_wrap=True)
+        console.print(f"  why: {shown(str(reason))}", soft_wrap=True)
     for name, check in results.checks.items():
         mark = ("[dim]skipped[/]" if check.skipped and check.valid is True
                 else "[green]ok[/]" if check.valid is True
                 else "[red]violated[/]" if check.valid is False else "[yellow]unknown[/]")
-        note = f": {escape(check.skipped)}" if check.skipped else ""
+        note = f": {shown(check.skipped)}" if check.skipped else ""
         count = check.details.get("count", len(check.violations))
         extra = f" — {count} violation(s)" if check.violations else ""
         console.print(f"  {name:<13} {mark}{extra}{note}")
@@ -73,7 +74,7 @@ def print_summary(results: Results, console: Console = out) -> None:
                           f"{d.get('jobs_executed', 0)} jobs ran more than once "
                           f"({d['duplicate_rate']:.1%}; {d.get('mode', '?')} mode)")
         for v in check.violations[:3]:
-            console.print(f"    [red]{escape(v.kind)}[/]: {escape(v.explanation)}", soft_wrap=True)
+            console.print(f"    [red]{shown(v.kind)}[/]: {shown(v.explanation)}", soft_wrap=True)
         if len(check.violations) > 3:
             console.print(f"    … and {count - 3} more (see results.json)")
     stats = results.stats
@@ -311,14 +312,6 @@ def version() -> None:
     from importlib.metadata import version as v
 
     out.print(v("fencecheck"))
-
-
-for _module in ("fencecheck.cmd_reports", "fencecheck.cmd_matrix"):
-    try:
-        importlib.import_module(_module).register(app)
-    except ModuleNotFoundError as _e:
-        if _e.name != _module:  # the command exists but something it needs does not
-            raise
 
 
 def main() -> None:

@@ -47,6 +47,9 @@ class Grant:
     token: int | None
     lease_ms: int
     handle: Any = None
+    # time.monotonic_ns() when the winning attempt was sent, for clients that retry inside one
+    # acquire: the lease cannot have started before it (the checker counts from it)
+    attempt_ns: int | None = None
 
 
 class LockClient(Protocol):

@@ -181,11 +181,13 @@ class SetnxClient:
         deadline = time.monotonic() + timeout_s
         r = self._redis.client
         while True:
+            sent = time.monotonic_ns()
             token = self._redis.call(
                 lambda: r.eval(ACQUIRE_LUA, 2, lock_key, token_key, owner, int(lease_ms))
             )
             if token is not None:
-                return Grant(lock=lock, token=int(token), lease_ms=lease_ms, handle=owner)
+                return Grant(lock=lock, token=int(token), lease_ms=lease_ms, handle=owner,
+                             attempt_ns=sent)
             now = time.monotonic()
             if now >= deadline:
                 raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
@@ -229,14 +231,19 @@ class RedisPyClient:
             f"{self.prefix}lock:{lock}",
             timeout=lease_ms / 1000.0,
             sleep=self.poll_s,
-            blocking=True,
-            blocking_timeout=max(timeout_s, 0.0),
+            blocking=False,
             thread_local=False,
         )
-        got = self._redis.call(handle.acquire)
-        if not got:
-            raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-        return Grant(lock=lock, token=None, lease_ms=lease_ms, handle=handle)
+        # Lock's own blocking loop, spelled out so that the winning attempt's send time is known
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        while True:
+            sent = time.monotonic_ns()
+            if self._redis.call(handle.acquire):
+                return Grant(lock=lock, token=None, lease_ms=lease_ms, handle=handle,
+                             attempt_ns=sent)
+            if time.monotonic() + self.poll_s > deadline:
+                raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
+            time.sleep(self.poll_s)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         handle: Lock = grant.handle

@@ -139,9 +139,11 @@ class RedlockRefClient:
         deadline = time.monotonic() + timeout_s
         while True:
             owner = secrets.token_hex(16)  # a fresh value per attempt, as the algorithm says
+            sent = time.monotonic_ns()
             ok, reason = self._attempt(key, owner, lease_ms)
             if ok:
-                return Grant(lock=lock, token=None, lease_ms=lease_ms, handle=RefHandle(key, owner))
+                return Grant(lock=lock, token=None, lease_ms=lease_ms,
+                             handle=RefHandle(key, owner), attempt_ns=sent)
             now = time.monotonic()
             if now >= deadline:
                 raise DefiniteFailure(reason if timeout_s <= 0 or reason != "held" else "timeout")
@@ -199,15 +201,24 @@ class PotteryRedlockClient:
             auto_release_time=lease_ms / 1000.0,
             num_extensions=sys.maxsize,
         )
-        try:
-            got = rl.acquire(blocking=False) if timeout_s <= 0 else rl.acquire(timeout=timeout_s)
-        except QuorumIsImpossible as e:  # pottery has already released what it got
-            raise DefiniteFailure("no-quorum", str(e)) from e
-        except RedisError as e:  # pottery catches per-master errors; this is anything else
-            raise Indeterminate("error", f"{type(e).__name__}: {e}") from e
-        if not got:
-            raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-        return Grant(lock=lock, token=None, lease_ms=lease_ms, handle=rl)
+        # pottery's own blocking loop (non-blocking tries, a random delay up to its retry delay
+        # between them), spelled out so that the winning attempt's send time is known
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        while True:
+            sent = time.monotonic_ns()
+            try:
+                got = rl.acquire(blocking=False)
+            except QuorumIsImpossible as e:  # pottery has already released what it got
+                raise DefiniteFailure("no-quorum", str(e)) from e
+            except RedisError as e:  # pottery catches per-master errors; this is anything else
+                raise Indeterminate("error", f"{type(e).__name__}: {e}") from e
+            if got:
+                return Grant(lock=lock, token=None, lease_ms=lease_ms, handle=rl,
+                             attempt_ns=sent)
+            now = time.monotonic()
+            if now >= deadline:
+                raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
+            time.sleep(min(random.uniform(0, Redlock._RETRY_DELAY), deadline - now))
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         rl: Redlock = grant.handle

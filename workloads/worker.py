@@ -217,12 +217,20 @@ class Worker:
             "acquire",
             {"lock": lock, "lease_ms": c.lease_ms},
             lambda: client.acquire(lock, c.lease_ms, c.acquire_timeout_s),
-            lambda g: {"lock": lock, "lease_ms": c.lease_ms, "token": g.token},
+            lambda g: self._granted(lock, g),
         )
         if out.status != "ok":
             return None
         self._lease_from = out.invoke_time
         return out.result
+
+    def _granted(self, lock: str, g: Grant) -> dict[str, Any]:
+        """An acquire's ok value; `attempt_ns` on the history's clock where the client knows
+        when its winning attempt was sent."""
+        out: dict[str, Any] = {"lock": lock, "lease_ms": self.config.lease_ms, "token": g.token}
+        if g.attempt_ns is not None:
+            out["attempt_ns"] = max(0, g.attempt_ns - self.events.t0_ns)
+        return out
 
     def _section(self, grant: Grant) -> Grant | None:
         """Reads and writes under `grant`. Returns the grant to release, or None to drop it."""

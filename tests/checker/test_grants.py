@@ -98,3 +98,46 @@ def test_a_write_belongs_to_its_process_latest_grant_on_its_lock() -> None:
     table = build_grants(ops)
     writes = [o.index for o in ops if o.f == "write"]
     assert [table.write_grant.get(i) for i in writes] == [0, 0, 0, 1, None]
+
+
+def test_a_renewal_sets_the_end_from_its_own_invoke_and_lease_even_shorter() -> None:
+    short = {"lock": "l", "token": 1, "lease_ms": 100}
+    g = _only(_ops(_acq(0, 0, 10, lease=10_000), (0, "renew", "ok", 500, 520, short)))
+    assert g.end == 500 * MS + 99 * MS  # not the acquire's 9.9 s
+
+
+def test_a_release_by_a_live_other_process_or_a_failed_one_ends_no_other_grant() -> None:
+    rel = {"lock": "l", "token": 1}
+    live = _only(_ops(_acq(0, 0, 10, lease=None), (5, "release", "ok", 40, 50, rel)))
+    assert live.end == math.inf  # process 0 is live: its worker did not send that release
+    failed = _only(_ops(_acq(0, 0, 10, lease=None), (0, "write", "info", 20, 30, {"key": "k"}),
+                        (5, "release", "fail", 40, 50, rel)))
+    assert failed.end == math.inf
+    own_failed = _only(_ops(_acq(0, 0, 10, lease=None), (0, "release", "fail", 40, 50, rel)))
+    assert own_failed.end == 40 * MS  # its own release ends it at the invoke, whatever came of it
+
+
+def test_attempt_ns_moves_the_lease_start_never_before_the_invoke() -> None:
+    late = _only(_ops((0, "acquire", "ok", 0, 600, {"lock": "l", "lease_ms": 1000,
+                                                     "token": 1, "attempt_ns": 500 * MS})))
+    assert late.end == 500 * MS + 990 * MS
+    early = _only(_ops((0, "acquire", "ok", 100, 600, {"lock": "l", "lease_ms": 1000,
+                                                        "token": 1, "attempt_ns": 50 * MS})))
+    assert early.end == 100 * MS + 990 * MS
+
+
+def test_ends_are_exact_integers_above_2_to_the_53() -> None:
+    t0 = 2**62 + 1
+    op = Op(0, "acquire", "ok", 0, t0, 1, t0 + 5, {"lock": "l", "lease_ms": 1, "token": 1})
+    (g,) = build_grants([op], max_drift=0.01).grants
+    assert type(g.end) is int and g.end == t0 + 990_000
+    (g,) = build_grants([op], max_drift=1 / 3).grants
+    assert g.end == t0 + 666_666  # floor(10^6 x 2/3), max_drift read as written
+
+
+def test_a_lease_that_is_not_a_finite_non_negative_number_is_refused() -> None:
+    import pytest
+
+    for bad in (float("nan"), -1, float("inf"), "1000", True):
+        with pytest.raises(ValueError, match="lease_ms"):
+            build_grants(_ops(_acq(0, 0, 10, lease=bad)))  # type: ignore[arg-type]

@@ -78,6 +78,25 @@ def test_acquire_waits_for_a_lease_to_expire(redis_server: Server, kind: type[Lo
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_a_polling_acquire_says_when_its_winning_attempt_was_sent(
+        redis_server: Server, kind: type[LockClient]) -> None:
+    a, b = kind(options(redis_server)), kind(options(redis_server))  # type: ignore[call-arg]
+    try:
+        lock = name()
+        first = a.acquire(lock, 300, 1.0)
+        assert first.attempt_ns is not None
+        invoked = time.monotonic_ns()
+        g = b.acquire(lock, 300, 2.0)  # polls until a's lease runs out
+        returned = time.monotonic_ns()
+        assert g.attempt_ns is not None
+        # the winning attempt is a late one: well after the invoke, before the return
+        assert invoked + 100_000_000 <= g.attempt_ns <= returned
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_renew_extends_the_lease(redis_server: Server, kind: type[LockClient]) -> None:
     a, b = kind(options(redis_server)), kind(options(redis_server))  # type: ignore[call-arg]
     admin = redis_server.admin()

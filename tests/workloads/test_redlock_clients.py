@@ -207,6 +207,22 @@ def test_pottery_redlock_acquires_renews_releases(masters: RedisService) -> None
         b.close()
 
 
+@pytest.mark.parametrize("kind", [RedlockRefClient, PotteryRedlockClient])
+def test_a_retrying_acquire_says_when_its_winning_attempt_was_sent(
+        masters: RedisService, kind: type[LockClient]) -> None:
+    a, b = kind(options(masters)), kind(options(masters))  # type: ignore[call-arg]
+    try:
+        a.acquire("W", 300, 1.0)
+        invoked = time.monotonic_ns()
+        g = b.acquire("W", 300, 3.0)  # retries until a's lease runs out
+        returned = time.monotonic_ns()
+        assert g.attempt_ns is not None
+        assert invoked + 100_000_000 <= g.attempt_ns <= returned
+    finally:
+        a.close()
+        b.close()
+
+
 def test_pottery_redlock_refuses_without_a_majority(masters: RedisService) -> None:
     c = PotteryRedlockClient(options(masters, node_timeout_s=0.2))
     try:
