@@ -207,3 +207,10 @@ class NoopNemesis:
 
     def heal(self) -> None:
         return None
+
+
+@runtime_checkable
+class ClientOptions(Protocol):
+    """A service whose clients need more than its endpoints (e.g. Sentinel's master name)."""
+
+    def client_options(self) -> dict[str, Any]: ...

@@ -11,8 +11,6 @@ from __future__ import annotations
 import logging
 import random
 import secrets
-import signal
-import sys
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -21,13 +19,14 @@ from typing import Any
 
 from fencecheck import backends
 from fencecheck.checker.base import Results
-from fencecheck.clusters.base import Cluster, LockService, Remote
-from fencecheck.clusters.base import Pausable as PausableService
-from fencecheck.clusters.nemesis import PauseNemesis, PauseTarget, process_target
-from fencecheck.config import ConfigError, RunConfig
+from fencecheck.clusters.base import Cluster, LockService
+from fencecheck.config import RunConfig
+from fencecheck.faults import registry as fault_registry
+from fencecheck.faults.base import Fault, FaultContext, FaultOptions, ServiceEnv
 from fencecheck.merge import merge_logs
 from fencecheck.progress import Progress, ProgressFn
-from fencecheck.schedule import EventLog, run_schedule
+from fencecheck.resources import ResourceStart
+from fencecheck.schedule import EventLog, ScheduledFault, run_schedule
 from fencecheck.signals import Interrupted, signals_raise
 from fencecheck.store import new_run_dir, versions, write_json
 from fencecheck.workers import Worker, final_read, spawn, stop_workers, worker_config
@@ -43,20 +42,6 @@ class RunOutcome:
     interrupted: str | None = None
     ready_s: float | None = None
     first_violation_s: float | None = None
-
-
-def _wait_port(remote: Remote, host: str, port: int, timeout_s: float) -> None:
-    probe = "import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 0.5)"
-    deadline = time.monotonic() + timeout_s
-    while True:
-        res = remote.run([sys.executable, "-c", probe, host, str(port)], check=False)
-        if res.returncode == 0:
-            return
-        if time.monotonic() > deadline:
-            from fencecheck.clusters.base import RemoteError
-
-            raise RemoteError(res, f"nothing listens on {host}:{port} after {timeout_s} s")
-        time.sleep(0.05)
 
 
 def run(cfg: RunConfig, progress: ProgressFn | None = None) -> RunOutcome:
@@ -154,15 +139,11 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
         nodes = {n: cluster.servers[n] for n in servers}
 
         progress(Progress(f"starting {cfg.backend}"))
+        faults = _build_faults(cfg, run_id, run_dir)
         env_for = None
-        clock: Any = None
-        if "clock" in cfg.faults:
-            from fencecheck.clusters.clock import ClockControl
-
-            clock = ClockControl(run_dir / "clock")
-            stack.callback(clock.reset_all)
-            clock.setup()
-            env_for = clock.env_for
+        for fault in faults.values():
+            if isinstance(fault, ServiceEnv):
+                env_for = fault.prepare(stack)
         service = backends.make_service(cfg, env_for, runtime.ledger)
         stack.callback(service.teardown)
         service.setup(nodes, run_dir)
@@ -184,15 +165,17 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
         for w in workers:
             w.proc = spawn(w, run_dir)
 
-        nemeses = _make_nemeses(cfg, service, workers, servers, clock, cluster,
-                                random.Random(cfg.seed + 1), runtime.ledger, run_id)
-        for nem in nemeses.values():
-            stack.callback(nem.heal)
-        run_schedule(cfg, rng, workers, nemeses, nemesis_log, progress, servers)
+        pids = {w.name: w.proc.pid for w in workers if w.proc is not None}
+        ctx = FaultContext(cluster, servers, backends.RESOURCE_NODE, service, pids,
+                           runtime.ledger)
+        for fault in faults.values():
+            stack.callback(fault.heal)
+            fault.bind(ctx)
+        run_schedule(cfg, rng, workers, _scheduled(faults), nemesis_log, progress, servers)
 
         progress(Progress("healing"))
-        for nem in nemeses.values():
-            nem.heal()
+        for fault in faults.values():
+            fault.heal()
         progress(Progress("stopping workers"))
         stop_workers(workers, grace)
         progress(Progress("final read"))
@@ -204,67 +187,20 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
 def _start_resource(cfg: RunConfig, cluster: Cluster, service: LockService, run_dir: Path,
                     stack: ExitStack) -> dict[str, Any]:
     node = cluster.servers[backends.RESOURCE_NODE]
-    if cfg.resource == "store":
-        logdir = run_dir / "nodes" / node.name
-        logdir.mkdir(parents=True, exist_ok=True)
-        argv = backends.store_argv(node, cfg.fencing, logdir / "store-requests.log")
-        daemon = node.start_daemon("store", argv, log=logdir / "store.log")
-        stack.callback(node.signal, daemon.pid, signal.SIGKILL)
-        _wait_port(node, node.address, backends.STORE_PORT, 10.0)
-        return {"address": f"{node.address}:{backends.STORE_PORT}",
-                "op_timeout_s": cfg.op_timeout_s, "fencing": cfg.fencing}
-    if cfg.resource == "postgres":
-        pg = backends.make_resource_service(cfg)
-        assert pg is not None
-        stack.callback(pg.teardown)
-        pg.setup({node.name: node}, run_dir)
-        return {"endpoints": pg.endpoints(), "op_timeout_s": cfg.op_timeout_s,
-                "fencing": cfg.fencing}
-    # etcd: the lock service itself holds the data
-    return {"endpoints": service.endpoints(), "op_timeout_s": cfg.op_timeout_s,
-            "fencing": cfg.fencing}
+    starter = backends.resource_starter(cfg)
+    opts: dict[str, Any] = starter(ResourceStart(node, service, run_dir, stack, cfg.fencing,
+                                                 cfg.op_timeout_s))
+    return opts
 
 
-def _make_nemeses(cfg: RunConfig, service: LockService, workers: list[Worker],
-                  servers: list[str], clock: Any, cluster: Cluster, rng: random.Random,
-                  ledger: Any, run_id: str) -> dict[str, Any]:
-    nemeses: dict[str, Any] = {}
-    for fault in cfg.faults:
-        if fault == "pause":
-            targets: dict[str, PauseTarget] = {}
-            for w in workers:
-                assert w.proc is not None
-                targets[w.name] = process_target(w.name, w.proc.pid)
-            if isinstance(service, PausableService):
-                for n in servers:
-                    targets[n] = _server_target(service, n)
-            nemeses["pause"] = PauseNemesis(targets)
-        elif fault == "kill":
-            from fencecheck.clusters.base import Killable
-            from fencecheck.clusters.nemesis import KillNemesis
-
-            if not isinstance(service, Killable):
-                raise ConfigError(f"nemesis: kill: {cfg.backend} cannot be killed")
-            nemeses["kill"] = KillNemesis(service)
-        elif fault == "partition":
-            from fencecheck.clusters.partition import PartitionNemesis
-
-            nemeses["partition"] = PartitionNemesis(cluster, servers, backends.RESOURCE_NODE,
-                                                    run_id=run_id, ledger=ledger, rng=rng)
-        elif fault == "clock":
-            from fencecheck.clusters.clock import ClockNemesis
-
-            nemeses["clock"] = ClockNemesis(clock, servers, lease_ms=cfg.lease_ms, rng=rng)
-        elif fault == "failover":
-            from fencecheck.clusters.sentinel import FailoverNemesis, SentinelService
-
-            if not isinstance(service, SentinelService):
-                raise ConfigError("nemesis: failover needs --backend redis-sentinel")
-            nemeses["failover"] = FailoverNemesis(service)
-    return nemeses
+def _build_faults(cfg: RunConfig, run_id: str, run_dir: Path) -> dict[str, Fault]:
+    """The run's faults, in --nemesis order, sharing one rng seeded from the run's seed."""
+    opts = FaultOptions(run_id, run_dir, cfg.backend, cfg.lease_ms, cfg.pause_target,
+                        cfg.pause_duration_s, random.Random(cfg.seed + 1))
+    table = fault_registry.faults()
+    return {name: fault_registry.build(table[name], opts) for name in cfg.faults}
 
 
-def _server_target(service: PausableService, node: str) -> PauseTarget:
-    return PauseTarget(node, lambda: service.pause(node), lambda: service.resume(node))
-
-
+def _scheduled(faults: dict[str, Fault]) -> dict[str, ScheduledFault]:
+    table = fault_registry.faults()
+    return {name: ScheduledFault(f, table[name].waits_for_grant) for name, f in faults.items()}
