@@ -38,6 +38,21 @@ app = typer.Typer(
     help="Jepsen-style black-box tests of distributed locks and leader leases.",
 )
 out = Console(highlight=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version as v
+
+        out.print(f"fencecheck {v('fencecheck')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="print the version and exit")] = False,
+          ) -> None:
+    """Jepsen-style black-box tests of distributed locks and leader leases."""
 err = Console(stderr=True, highlight=False)
 
 BAD_INPUT = 3
