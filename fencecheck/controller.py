@@ -21,9 +21,9 @@ from fencecheck import backends
 from fencecheck.checker.base import Results
 from fencecheck.clusters.base import Cluster, LockService
 from fencecheck.config import RunConfig
-from fencecheck.faults import registry as fault_registry
 from fencecheck.faults.base import Fault, FaultContext, FaultOptions, ServiceEnv
 from fencecheck.merge import merge_logs
+from fencecheck.plan import REAL_PARTS, Parts, RunPlan, make_plan
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.resources import ResourceStart
 from fencecheck.schedule import EventLog, ScheduledFault, run_schedule
@@ -44,8 +44,10 @@ class RunOutcome:
     first_violation_s: float | None = None
 
 
-def run(cfg: RunConfig, progress: ProgressFn | None = None) -> RunOutcome:
-    backends.check_compatible(cfg)
+def run(cfg: RunConfig, progress: ProgressFn | None = None,
+        parts: Parts = REAL_PARTS) -> RunOutcome:
+    """Plan (refusing what cannot run before anything exists), then execute with parts."""
+    plan = make_plan(cfg)
     run_dir = new_run_dir(cfg.store, cfg.test_name)
     run_id = secrets.token_hex(3)
     handler = logging.FileHandler(run_dir / "fencecheck.log")
@@ -55,13 +57,15 @@ def run(cfg: RunConfig, progress: ProgressFn | None = None) -> RunOutcome:
     if root.level > logging.DEBUG or root.level == logging.NOTSET:
         root.setLevel(logging.DEBUG)
     try:
-        return _run(cfg, run_dir, run_id, progress or (lambda p: None))
+        return _run(plan, parts, run_dir, run_id, progress or (lambda p: None))
     finally:
         root.removeHandler(handler)
         handler.close()
 
 
-def _run(cfg: RunConfig, run_dir: Path, run_id: str, progress: ProgressFn) -> RunOutcome:
+def _run(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str,
+         progress: ProgressFn) -> RunOutcome:
+    cfg = plan.cfg
     t0_ns = time.monotonic_ns()
     started = time.time()
     test: dict[str, Any] = {
@@ -82,7 +86,8 @@ def _run(cfg: RunConfig, run_dir: Path, run_id: str, progress: ProgressFn) -> Ru
     try:
         with signals_raise():
             try:
-                ready_s = _drive(cfg, run_dir, run_id, t0_ns, workers, nemesis_log, progress)
+                ready_s = _drive(plan, parts, run_dir, run_id, t0_ns, workers, nemesis_log,
+                                 progress)
             except Interrupted as e:
                 interrupted = e
                 log.warning("interrupted by %s: healed and torn down", e)
@@ -106,7 +111,8 @@ def _run(cfg: RunConfig, run_dir: Path, run_id: str, progress: ProgressFn) -> Ru
     test.update(duration_s=round(time.time() - started, 3), exit_code=code,
                 ready_s=ready_s, interrupted=str(interrupted) if interrupted else None)
     write_json(run_dir / "test.json", test)
-    _write_report(run_dir, progress)
+    if parts.report:
+        _write_report(run_dir, progress)
     return RunOutcome(run_dir, results, code, str(interrupted) if interrupted else None,
                       ready_s, first / 1e9 if isinstance(first, int) else None)
 
@@ -124,32 +130,33 @@ def _write_report(run_dir: Path, progress: ProgressFn) -> None:
         log.exception("the HTML report failed; results.json and history.jsonl are complete")
 
 
-def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list[Worker],
-           nemesis_log: EventLog, progress: ProgressFn) -> float:
+def _drive(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str, t0_ns: int,
+           workers: list[Worker], nemesis_log: EventLog, progress: ProgressFn) -> float:
     """Everything between setup and teardown; returns the cluster-ready time in seconds."""
-    servers = backends.server_nodes(cfg)
-    clients = backends.client_nodes(cfg)
-    rng = random.Random(cfg.seed)
+    cfg = plan.cfg
+    servers = list(plan.servers)
+    clients = list(plan.clients)
+    rng = random.Random(plan.schedule_seed)
     setup_start = time.monotonic()
     with ExitStack() as stack:
         progress(Progress("setting up nodes"))
-        runtime = backends.make_runtime(cfg, run_id, run_dir)
+        runtime = parts.runtime(cfg, run_id, run_dir)
         stack.callback(runtime.teardown)
-        cluster: Cluster = runtime.setup([*servers, backends.RESOURCE_NODE], clients)
+        cluster: Cluster = runtime.setup(list(plan.nodes), clients)
         nodes = {n: cluster.servers[n] for n in servers}
 
         progress(Progress(f"starting {cfg.backend}"))
-        faults = _build_faults(cfg, run_id, run_dir)
+        faults = _build_faults(plan, parts, run_id, run_dir)
         env_for = None
         for fault in faults.values():
             if isinstance(fault, ServiceEnv):
                 env_for = fault.prepare(stack)
-        service = backends.make_service(cfg, env_for, runtime.ledger)
+        service = parts.service(cfg, env_for, runtime.ledger)
         stack.callback(service.teardown)
         service.setup(nodes, run_dir)
 
         progress(Progress(f"starting resource {cfg.resource}"))
-        ropts = _start_resource(cfg, cluster, service, run_dir, stack)
+        ropts = _start_resource(plan, parts, cluster, service, run_dir, stack)
         copts = backends.client_options(cfg, service)
         ready_s = time.monotonic() - setup_start
         log.info("cluster ready in %.2f s", ready_s)
@@ -166,12 +173,13 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
             w.proc = spawn(w, run_dir)
 
         pids = {w.name: w.proc.pid for w in workers if w.proc is not None}
-        ctx = FaultContext(cluster, servers, backends.RESOURCE_NODE, service, pids,
+        ctx = FaultContext(cluster, servers, plan.resource_node, service, pids,
                            runtime.ledger)
         for fault in faults.values():
             stack.callback(fault.heal)
             fault.bind(ctx)
-        run_schedule(cfg, rng, workers, _scheduled(faults), nemesis_log, progress, servers)
+        run_schedule(cfg, rng, workers, _scheduled(plan, faults), nemesis_log, progress,
+                     servers)
 
         progress(Progress("healing"))
         for fault in faults.values():
@@ -184,23 +192,24 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
     return ready_s
 
 
-def _start_resource(cfg: RunConfig, cluster: Cluster, service: LockService, run_dir: Path,
-                    stack: ExitStack) -> dict[str, Any]:
-    node = cluster.servers[backends.RESOURCE_NODE]
-    starter = backends.resource_starter(cfg)
+def _start_resource(plan: RunPlan, parts: Parts, cluster: Cluster, service: LockService,
+                    run_dir: Path, stack: ExitStack) -> dict[str, Any]:
+    cfg = plan.cfg
+    node = cluster.servers[plan.resource_node]
+    starter = parts.resource(cfg)
     opts: dict[str, Any] = starter(ResourceStart(node, service, run_dir, stack, cfg.fencing,
                                                  cfg.op_timeout_s))
     return opts
 
 
-def _build_faults(cfg: RunConfig, run_id: str, run_dir: Path) -> dict[str, Fault]:
-    """The run's faults, in --nemesis order, sharing one rng seeded from the run's seed."""
+def _build_faults(plan: RunPlan, parts: Parts, run_id: str, run_dir: Path) -> dict[str, Fault]:
+    """The run's faults, in --nemesis order, sharing one rng seeded from the plan."""
+    cfg = plan.cfg
     opts = FaultOptions(run_id, run_dir, cfg.backend, cfg.lease_ms, cfg.pause_target,
-                        cfg.pause_duration_s, random.Random(cfg.seed + 1))
-    table = fault_registry.faults()
-    return {name: fault_registry.build(table[name], opts) for name in cfg.faults}
+                        cfg.pause_duration_s, random.Random(plan.fault_seed))
+    return {d.name: parts.fault(d, opts) for d in plan.faults}
 
 
-def _scheduled(faults: dict[str, Fault]) -> dict[str, ScheduledFault]:
-    table = fault_registry.faults()
-    return {name: ScheduledFault(f, table[name].waits_for_grant) for name, f in faults.items()}
+def _scheduled(plan: RunPlan, faults: dict[str, Fault]) -> dict[str, ScheduledFault]:
+    waits = {d.name: d.waits_for_grant for d in plan.faults}
+    return {name: ScheduledFault(f, waits[name]) for name, f in faults.items()}
