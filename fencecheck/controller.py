@@ -29,7 +29,14 @@ from fencecheck.resources import ResourceStart
 from fencecheck.schedule import EventLog, ScheduledFault, run_schedule
 from fencecheck.signals import Interrupted, signals_raise
 from fencecheck.store import new_run_dir, versions, write_json
-from fencecheck.workers import Worker, final_read, spawn, stop_workers, worker_config
+from fencecheck.workers import (
+    Worker,
+    final_read,
+    spawn,
+    stop_workers,
+    worker_config,
+    write_worker_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +172,7 @@ def _drive(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str, t0_ns: int,
             (run_dir / "nodes" / c).mkdir(parents=True, exist_ok=True)
             w = Worker(c, cluster.clients[c], run_dir / "nodes" / c / "worker.json",
                         run_dir / "nodes" / c / "events.jsonl")
-            write_json(w.config, worker_config(cfg, i, w, copts, ropts, t0_ns))
+            write_worker_config(worker_config(cfg, i, w, copts, ropts, t0_ns), w.config)
             workers.append(w)
         grace = max(2.0, cfg.op_timeout_s * 2)
         stack.callback(stop_workers, workers, grace)

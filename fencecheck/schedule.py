@@ -19,6 +19,7 @@ from fencecheck.progress import Progress, ProgressFn
 from fencecheck.signals import Interrupted
 from fencecheck.tail import LogTailer
 from fencecheck.workers import Worker
+from fencecheck.workloads.eventlog import Event, EventType
 
 log = logging.getLogger(__name__)
 
@@ -30,17 +31,9 @@ class EventLog:
         self.t0_ns = t0_ns
         self.fh: IO[str] = open(path, "a")  # noqa: SIM115 (closed by close())
 
-    def write(self, typ: str, f: str, value: Any, error: str | None = None) -> None:
-        ev: dict[str, Any] = {
-            "time": time.monotonic_ns() - self.t0_ns,
-            "process": "nemesis",
-            "type": typ,
-            "f": f,
-            "value": value,
-        }
-        if error is not None:
-            ev["error"] = error
-        self.fh.write(json.dumps(ev, separators=(",", ":"), default=str) + "\n")
+    def write(self, typ: EventType, f: str, value: Any, error: str | None = None) -> None:
+        ev = Event(time.monotonic_ns() - self.t0_ns, "nemesis", typ, f, value, error)
+        self.fh.write(json.dumps(ev.to_json(), separators=(",", ":"), default=str) + "\n")
         self.fh.flush()
 
     def close(self) -> None:
