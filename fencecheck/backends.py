@@ -38,9 +38,9 @@ def __getattr__(name: str) -> Any:
 
 
 RUNTIMES: dict[str, str] = {
-    "netns": "fencecheck.clusters.netns:NetnsRuntime",
-    "docker": "fencecheck.clusters.docker:DockerRuntime",
-    "ssh": "fencecheck.clusters.ssh:SshRuntime",
+    "netns": "fencecheck.clusters.runtimes.netns:NetnsRuntime",
+    "docker": "fencecheck.clusters.runtimes.docker:DockerRuntime",
+    "ssh": "fencecheck.clusters.runtimes.ssh:SshRuntime",
 }
 
 

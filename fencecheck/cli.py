@@ -289,9 +289,9 @@ def teardown(
 ) -> None:
     """Remove what a killed run left behind (namespaces, processes, rules), by recorded names."""
     from fencecheck.clusters.base import ClusterError
-    from fencecheck.clusters.ledger import teardown_all, teardown_run
+    from fencecheck.clusters.cleaner import teardown_all, teardown_run
 
-    for runtime in ("fencecheck.clusters.docker", "fencecheck.clusters.ssh"):  # they register their undo kinds
+    for runtime in ("fencecheck.clusters.runtimes.docker", "fencecheck.clusters.runtimes.ssh"):  # they register their undo kinds
         with contextlib.suppress(ImportError):
             importlib.import_module(runtime)
     try:

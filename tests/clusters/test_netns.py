@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from fencecheck.clusters.base import ClientNode, ClusterError, Remote
-from fencecheck.clusters.ledger import run_namespaces
-from fencecheck.clusters.netns import NetnsRuntime, veth_name
+from fencecheck.clusters.cleaner import run_namespaces
+from fencecheck.clusters.runtimes.netns import NetnsRuntime, veth_name
 
 pytestmark = pytest.mark.netns
 

@@ -10,9 +10,8 @@ import networkx as nx
 import pytest
 
 from fencecheck.clusters.base import ClusterError, Nemesis, NemesisOp, Net
-from fencecheck.clusters.ledger import teardown_records
-from fencecheck.clusters.netns import NetnsRuntime
-from fencecheck.clusters.partition import (
+from fencecheck.clusters.cleaner import teardown_records
+from fencecheck.clusters.faults.partition import (
     IptablesNet,
     PartitionNemesis,
     bridge,
@@ -23,7 +22,8 @@ from fencecheck.clusters.partition import (
     one_node,
     reach_graph,
 )
-from fencecheck.clusters.redis import RedisService
+from fencecheck.clusters.runtimes.netns import NetnsRuntime
+from fencecheck.clusters.services.redis import RedisService
 
 NODES = {n: [f"n{i}" for i in range(1, n + 1)] for n in range(1, 8)}
 SEEDS = range(12)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from fencecheck.clusters.base import ClusterError, Killable, LockService, LogFiles, Pausable
-from fencecheck.clusters.netns import NetnsRuntime
-from fencecheck.clusters.redis import RedisService
+from fencecheck.clusters.runtimes.netns import NetnsRuntime
+from fencecheck.clusters.services.redis import RedisService
 
 pytestmark = pytest.mark.netns
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fencecheck.clusters.base import ClusterError, Remote, RemoteError
-from fencecheck.clusters.daemons import NodeDaemons, ProcessLedger
+from fencecheck.clusters.services.daemons import NodeDaemons, ProcessLedger
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fencecheck.clusters.base import ClusterError, Daemon, Remote, RemoteError
-from fencecheck.clusters.daemons import ProcessLedger, start_recorded, stop_daemon
+from fencecheck.clusters.services.daemons import ProcessLedger, start_recorded, stop_daemon
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fencecheck.clusters.base import ClusterError, Remote, RemoteError
-from fencecheck.clusters.daemons import NodeDaemons, ProcessLedger
+from fencecheck.clusters.services.daemons import NodeDaemons, ProcessLedger
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ Layout of one run (run id R):
     fc-R             the Docker network: `internal` (no route out), subnet as given, bridge
                      `fcR-br` in the host netns (named by us, so it is findable), gateway `.1`
     fc-R-<node>      one container per server node (image `fencecheck-node:<hash>`, see
-                     clusters/image.py), `sleep infinity` under docker-init, NET_ADMIN
+                     clusters/runtimes/image.py), `sleep infinity` under docker-init, NET_ADMIN
     fc-R-<client>    one namespace per client node, its veth `fcR-<client>` on the bridge
 
 Every container and the network carry the label `fencecheck.run=R` and are recorded in the
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from fencecheck.clusters.base import Cluster, ClusterError, CommandResult, Daemon, RemoteError
-from fencecheck.clusters.ledger import (
+from fencecheck.clusters.cleaner import (
     Ledger,
     TeardownError,
     check_run_id,
@@ -54,13 +54,13 @@ from fencecheck.clusters.ledger import (
     register_undo,
     teardown_records,
 )
-from fencecheck.clusters.local import LocalRemote
-from fencecheck.clusters.netns import NODE_RE, namespace_name, veth_name
+from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.runtimes.netns import NODE_RE, namespace_name, veth_name
 
 log = logging.getLogger(__name__)
 
 LABEL = "fencecheck.run"
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]  # clusters/runtimes/docker.py -> the checkout
 NSENTER = ("-m", "-u", "-i", "-n")
 
 
@@ -192,7 +192,7 @@ class DockerRuntime:
         self._validate(nodes)
         from docker.types import IPAMConfig, IPAMPool
 
-        from fencecheck.clusters.image import ensure_image
+        from fencecheck.clusters.runtimes.image import ensure_image
 
         self._client = client = docker_client()
         image = self.image or ensure_image(client)
@@ -322,7 +322,7 @@ def _ip(args: list[str], stdin: str, prefix: Sequence[str] = ()) -> None:
         raise RemoteError(res, "ip batch failed")
 
 
-# --- undo of this runtime's ledger records (clusters/ledger.py) -------------------------------
+# --- undo of this runtime's ledger records (clusters/cleaner.py) -------------------------------
 
 
 def _run_of(rec: Mapping[str, Any]) -> str:
@@ -385,7 +385,7 @@ def _undo_host_veth(rec: Mapping[str, Any]) -> str | None:
 
 
 def undo_host_chain(rec: Mapping[str, Any]) -> str | None:
-    """`remote-chain` (clusters/partition.py): a chain on a node outside our namespaces. In a
+    """`remote-chain` (clusters/faults/partition.py): a chain on a node outside our namespaces. In a
     container it dies with the container; on an ssh host the ssh runtime removes it live; on
     this host (ssh client nodes share the controller's netns) it is removed here."""
     chain = str(rec["name"])

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Literal
 
 from fencecheck.clusters.base import ClusterError, Daemon, Remote, RemoteError
-from fencecheck.clusters.daemons import start_recorded, stop_daemon
-from fencecheck.clusters.ledger import Ledger
+from fencecheck.clusters.cleaner import Ledger
+from fencecheck.clusters.services.daemons import start_recorded, stop_daemon
 
 log = logging.getLogger(__name__)
 

@@ -39,17 +39,17 @@ from typing import Any
 import paramiko
 
 from fencecheck.clusters.base import Cluster, ClusterError, CommandResult, Daemon, RemoteError
-from fencecheck.clusters.docker import undo_host_chain
-from fencecheck.clusters.ledger import (
+from fencecheck.clusters.cleaner import (
     Ledger,
     TeardownError,
     check_run_id,
     register_undo,
     teardown_records,
 )
-from fencecheck.clusters.local import LocalRemote
-from fencecheck.clusters.netns import NODE_RE
-from fencecheck.clusters.partition import chain_name
+from fencecheck.clusters.faults.partition import chain_name
+from fencecheck.clusters.runtimes.docker import undo_host_chain
+from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.runtimes.netns import NODE_RE
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 recorded in the run's ledger, and `NodeDaemons`, a mixin for a service with one daemon per node
 (pause, resume, kill, stop all).
 
-`ProcessLedger` is the part of the run's ledger (clusters/ledger.py `Ledger`) a service needs.
+`ProcessLedger` is the part of the run's ledger (clusters/cleaner.py `Ledger`) a service needs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 class ProcessLedger(Protocol):
-    """What a service needs of the run's ledger (clusters/ledger.py `Ledger`): an environment
+    """What a service needs of the run's ledger (clusters/cleaner.py `Ledger`): an environment
     marker for every process, and a record of each started pid."""
 
     def env(self) -> dict[str, str]: ...
