@@ -227,7 +227,7 @@ def run(
     from fencecheck.config import ConfigError, make_config
     from fencecheck.controller import run as run_test
     from fencecheck.progress import ProgressLine
-    from fencecheck.store import StoreError
+    from fencecheck.runstore import StoreError
     from fencecheck.workloads.base import WorkloadError
 
     if fencing not in ("on", "off"):

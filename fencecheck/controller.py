@@ -26,9 +26,9 @@ from fencecheck.merge import merge_logs
 from fencecheck.plan import REAL_PARTS, Parts, RunPlan, make_plan
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.resources import ResourceStart
+from fencecheck.runstore import new_run_dir, versions, write_json
 from fencecheck.schedule import EventLog, ScheduledFault, run_schedule
 from fencecheck.signals import Interrupted, signals_raise
-from fencecheck.store import new_run_dir, versions, write_json
 from fencecheck.workers import (
     Worker,
     final_read,

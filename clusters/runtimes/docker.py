@@ -14,7 +14,7 @@ run's ledger before they are created (kinds `docker-container`, `docker-network`
 removes by label, so `fencecheck teardown` also finds containers a crash left unrecorded.
 
 Files: the run's store directory is bind-mounted into every container at the same path, so the
-services' configs, data and logs (`store/nodes/<node>/...`) are written straight into the store
+services' configs, data and logs (`<run dir>/nodes/<node>/...`) are written straight into the store
 and `put_file`/`get_file` under it are plain copies. The project and its Python are mounted
 read-only at their host paths too, so the resource server
 (`sys.executable -m fencecheck.workloads.store`)
@@ -158,13 +158,13 @@ class DockerRuntime:
 
     name = "docker"
 
-    def __init__(self, run_id: str, store: Path, subnet: str = "10.77.0.0/24",
+    def __init__(self, run_id: str, run_dir: Path, subnet: str = "10.77.0.0/24",
                  *, image: str | None = None) -> None:
         self.run_id = check_run_id(run_id)
-        self.store = store
+        self.run_dir = run_dir
         self.net = ipaddress.ip_network(subnet)
         self.image = image
-        self.ledger = Ledger(store / "ledger.jsonl", run_id)
+        self.ledger = Ledger(run_dir / "ledger.jsonl", run_id)
         self.network = network_name(run_id)
         self.bridge = bridge_name(run_id)
         self._remotes: dict[str, LocalRemote] = {}
@@ -234,8 +234,8 @@ class DockerRuntime:
     def _mounts(self) -> list[Path]:
         """Host directories every container sees at the same path: the store (rw), then the
         project and its Python (ro; see the module docstring)."""
-        self.store.mkdir(parents=True, exist_ok=True)
-        out = [self.store.resolve()]
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        out = [self.run_dir.resolve()]
         for p in (PROJECT, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()):
             if not any(p.is_relative_to(q) for q in out[1:]):
                 out.append(p)

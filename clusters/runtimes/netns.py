@@ -59,12 +59,12 @@ class NetnsRuntime:
 
     name = "netns"
 
-    def __init__(self, run_id: str, store: Path, subnet: str = "10.77.0.0/24") -> None:
+    def __init__(self, run_id: str, run_dir: Path, subnet: str = "10.77.0.0/24") -> None:
         self.run_id = check_run_id(run_id)
-        self.store = store
+        self.run_dir = run_dir
         self.net = ipaddress.ip_network(subnet)
         self.switch = namespace_name(run_id, "sw")
-        self.ledger = Ledger(store / "ledger.jsonl", run_id)
+        self.ledger = Ledger(run_dir / "ledger.jsonl", run_id)
         self._remotes: dict[str, LocalRemote] = {}
         self._addresses: dict[str, str] = {}
 

@@ -12,7 +12,7 @@ Failover primitives for it and others: `primary()`, `replicas()`, `kill_primary(
 `isolation(node)` (the grudge that cuts a node off from the other service nodes, for a `Net`).
 Pausable and Killable act on the data servers, never on the sentinels.
 
-Files: `store/nodes/<node>/{redis.conf,redis.log,sentinel.conf,sentinel.log}`. Sentinels and
+Files: `<run dir>/nodes/<node>/{redis.conf,redis.log,sentinel.conf,sentinel.log}`. Sentinels and
 replicas rewrite their own config files as the topology changes; that is why each has one.
 """
 
@@ -107,7 +107,7 @@ class SentinelService:
 
     # --- LockService ----------------------------------------------------------------------
 
-    def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
+    def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
         if len(nodes) < 3:
             raise ClusterError("redis-sentinel needs at least 3 nodes")
         self._nodes = dict(nodes)
@@ -120,10 +120,10 @@ class SentinelService:
             ledger=self.ledger,
             binary=self.binary,
         )
-        self.redis.setup(self._nodes, store)
+        self.redis.setup(self._nodes, run_dir)
         self._wait(lambda: self._replicas_in_sync(first.name), "replicas to sync")
         for node, remote in self._nodes.items():
-            d = store / "nodes" / node
+            d = run_dir / "nodes" / node
             self._dirs[node] = d
             conf = d / "sentinel.conf"
             conf.write_text(self.sentinel_config(remote.address, first.address, d))

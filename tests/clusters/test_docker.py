@@ -122,7 +122,7 @@ def test_nodes_commands_daemons_and_teardown(runtime: Any, tmp_path: Path) -> No
     # the store is the same path inside: put/get are copies; elsewhere they go through cat
     src = tmp_path / "f.txt"
     src.write_text("hi\n")
-    inside = runtime.store / "nodes" / "n2" / "f.txt"
+    inside = runtime.run_dir / "nodes" / "n2" / "f.txt"
     n2.put_file(src, str(inside))
     assert n2.run(["cat", str(inside)]).stdout == "hi\n"
     n2.put_file(src, "/etc/fc-test/f.txt")
@@ -132,7 +132,7 @@ def test_nodes_commands_daemons_and_teardown(runtime: Any, tmp_path: Path) -> No
     assert (tmp_path / "back.txt").read_text() == "hi\n"
 
     # a daemon's pid is a host pid in the container's network namespace
-    log = runtime.store / "nodes" / "n1" / "srv.log"
+    log = runtime.run_dir / "nodes" / "n1" / "srv.log"
     d = n1.start_daemon("srv", ["python3", "-c", "import os,time; print(os.getpid(), flush=True);"
                                 " time.sleep(60)"], log=log, env={"FC_T": "1"})
     runtime.ledger.record_process("n1", "srv", d.pid)
@@ -197,7 +197,7 @@ def test_partitions_use_iptables_inside_containers_and_client_namespaces(runtime
     remotes = {**cluster.servers, **cluster.clients}
     n1, n2 = cluster.servers["n1"], cluster.servers["n2"]
     n1.start_daemon("echo", ["python3", "-c", ECHO, n1.address],
-                    log=runtime.store / "nodes" / "n1" / "echo.log")
+                    log=runtime.run_dir / "nodes" / "n1" / "echo.log")
     probe = ["python3", "-c", CONNECT, n1.address]
     _retry(lambda: n2.run(probe, timeout_s=5))
     net = IptablesNet(remotes, runtime.run_id, runtime.ledger)
@@ -226,7 +226,7 @@ def test_the_cleaner_removes_a_crashed_run_from_its_ledger_alone(node_image: str
     try:
         cluster = rt.setup(["n1"], ["c1"])
         n1 = cluster.servers["n1"]
-        d = n1.start_daemon("sleep", ["sleep", "60"], log=rt.store / "sleep.log")
+        d = n1.start_daemon("sleep", ["sleep", "60"], log=rt.run_dir / "sleep.log")
         assert left_by(run_id) != []
         # as `fencecheck teardown <run>` after the controller died: no live object
         removed = teardown_run(run_id)

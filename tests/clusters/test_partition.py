@@ -133,7 +133,7 @@ def test_drop_blocks_and_heal_restores(runtime: NetnsRuntime) -> None:
     remotes = {**cluster.servers, "c1": runtime.remote("c1")}
     net = IptablesNet(remotes, runtime.run_id, runtime.ledger)
     try:
-        svc.setup(cluster.servers, runtime.store)
+        svc.setup(cluster.servers, runtime.run_dir)
         net.heal()  # before any drop: nothing to do
         assert reach(runtime, "c1", "n1") == "ok"
         # An established connection must be cut too, not only new ones.
@@ -223,7 +223,7 @@ def test_packet_loss(runtime: NetnsRuntime) -> None:
     svc = RedisService()
     net = IptablesNet(cluster.servers, runtime.run_id)
     try:
-        svc.setup({"n1": cluster.servers["n1"]}, runtime.store)
+        svc.setup({"n1": cluster.servers["n1"]}, runtime.run_dir)
         net.drop({"n1": frozenset({"n2"})}, probability=0.5)
         assert net.rules("n1") == [
             f"-A FC-{runtime.run_id} -s 10.77.0.3/32 -m statistic --mode random "

@@ -105,7 +105,7 @@ class FakeService:
         self.calls = calls
         self.env_for = env_for
 
-    def setup(self, nodes: Mapping[str, Any], store: Path) -> None:
+    def setup(self, nodes: Mapping[str, Any], run_dir: Path) -> None:
         self.calls(f"service.setup {','.join(nodes)}")
 
     def endpoints(self) -> list[str]:
