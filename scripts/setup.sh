@@ -29,7 +29,7 @@ install_missing() {
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 install_missing "${pkgs[@]}"
-# fencecheck/descriptors is standard-library only, so the system python3 can list them.
+# descriptors/ (fencecheck.descriptors) is standard-library only, so the system python3 can list them.
 mapfile -t backend_pkgs < <(python3 -m fencecheck.descriptors apt)
 [ "${#backend_pkgs[@]}" -gt 0 ] || { echo "setup.sh: no backend packages listed" >&2; exit 3; }
 install_missing "${backend_pkgs[@]}"

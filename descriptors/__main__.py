@@ -11,7 +11,8 @@ from fencecheck.descriptors.resources import RESOURCES
 
 
 def apt_packages() -> list[str]:
-    needs = [n for d in (*BUILTIN_BACKENDS, *RESOURCES) for n in d.needs]
+    needs = [n for b in BUILTIN_BACKENDS for n in b.needs]
+    needs += [n for r in RESOURCES for n in r.needs]
     return list(dict.fromkeys(p for n in needs for p in n.package.split() if p))
 
 
