@@ -189,7 +189,7 @@ def _pair(value: str | None, option: str) -> tuple[float, float] | None:
 def run(
     backend: Annotated[str, typer.Option(help=_names(catalog.backends))] = "redis",
     client: Annotated[str | None, typer.Option(help="lock client (default per backend) or module:Class")] = None,
-    resource: Annotated[str, typer.Option(help="store, postgres or etcd")] = "store",
+    resource: Annotated[str, typer.Option(help=_names(catalog.resources))] = "store",
     client_opt: Annotated[list[str] | None, typer.Option("--client-opt", help="KEY=VALUE for the lock client (repeatable; VALUE parsed as JSON where it can be)")] = None,
     workload: Annotated[str, typer.Option(help="lock, leader or cron")] = "lock",
     idempotent: Annotated[bool, typer.Option(help="cron: the resource deduplicates by job id")] = False,

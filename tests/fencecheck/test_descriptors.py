@@ -8,6 +8,7 @@ import importlib
 import inspect
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,3 +65,22 @@ def test_setup_installs_the_packages_the_descriptors_declare() -> None:
     pkgs = r.stdout.split()
     assert r.returncode == 0 and {"redis-server", "etcd-server", "zookeeper"} <= set(pkgs)
     assert "fencecheck.descriptors apt" in (REPO / "scripts" / "setup.sh").read_text()
+
+
+def test_a_new_descriptor_module_is_found_without_editing_a_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pkg = tmp_path / "fc_more_backends"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mydb.py").write_text(
+        "from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor\n"
+        "BACKEND = BackendDescriptor('mydb', 'a test', 'm:S', (ClientDescriptor('c', 'm:C'),),"
+        " 'none', 3)\n"
+    )
+    (pkg / "_private.py").write_text("BACKEND = None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = catalog.discover(importlib.import_module("fc_more_backends"), "BACKEND",
+                             catalog.BackendDescriptor)
+    assert [b.name for b in found] == ["mydb"]
+    assert {b.name for b in BACKENDS} <= set(catalog.backends())  # the built-ins, found too
