@@ -31,6 +31,7 @@ LAZY: dict[str, str] = {
     "compare": "fencecheck.cmd_reports",
     "serve": "fencecheck.cmd_reports",
     "matrix": "fencecheck.cmd_matrix",
+    "plugins": "fencecheck.cmd_plugins",
 }
 
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
