@@ -12,6 +12,7 @@ from typing import Any
 
 from fencecheck.clusters.base import ClusterError, LockService, Remote
 from fencecheck.config import ConfigError, RunConfig
+from fencecheck.workloads.base import WorkloadError
 
 STORE_PORT = 7000
 
@@ -27,10 +28,10 @@ SERVICES: dict[str, str] = {
 # The clients a backend can drive (the first is its default).
 CLIENTS: dict[str, tuple[str, ...]] = {
     "redis": ("redis-setnx", "redis-py", "redis-lease"),
-    "redlock": ("redlock-ref", "redlock"),
+    "redlock": ("redlock-ref", "redlock", "node-redlock"),
     "redis-sentinel": ("redis-sentinel",),
-    "etcd": ("etcd", "etcd-election"),
-    "zookeeper": ("zookeeper", "zookeeper-election"),
+    "etcd": ("etcd", "etcd-election", "etcd-go"),
+    "zookeeper": ("zookeeper", "zookeeper-election", "curator"),
 }
 
 
@@ -74,11 +75,16 @@ RESOURCE_NODE = "r1"
 def check_compatible(cfg: RunConfig) -> None:
     """Refuse combinations that cannot run, before anything is created."""
     known = CLIENTS[cfg.backend]
-    if ":" not in cfg.client_name and cfg.client_name not in known:
+    # "stdio" is the user's program (--client-cmd): it may drive any backend.
+    if ":" not in cfg.client_name and cfg.client_name not in (*known, "stdio"):
         raise ConfigError(
             f"bad configuration: client: {cfg.client_name!r} does not drive backend "
             f"{cfg.backend!r} (choose one of {', '.join(known)}, or module:Class)"
         )
+    try:
+        _load("fencecheck.workloads.third_party:check_ready")(cfg.client_name, cfg.client_options)
+    except WorkloadError as e:
+        raise ConfigError(f"bad configuration: client: {e}") from None
     if cfg.workload == "cron" and cfg.resource != "store":
         raise ConfigError("bad configuration: resource: the cron workload needs --resource store")
     if cfg.resource == "etcd" and cfg.backend != "etcd":

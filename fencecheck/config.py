@@ -45,6 +45,8 @@ class RunConfig(BaseModel):
     client: str | None = None
     resource: Literal["store", "postgres", "etcd"] = "store"
     client_options: dict[str, Any] = Field(default_factory=dict)  # passed to the lock client
+    # A program speaking the stdio protocol (docs/client-protocol.md): the `stdio` client.
+    client_cmd: str | None = None
     workload: Literal["lock", "leader", "cron"] = "lock"
     idempotent: bool = False  # cron: the resource deduplicates executions by job id
     nemesis: tuple[Fault, ...] = ("pause",)
@@ -83,6 +85,20 @@ class RunConfig(BaseModel):
         if v is not None and (not v or "/" in v or v.startswith(".")):
             raise ValueError("must be a plain name without '/' or a leading '.'")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _client_cmd(cls, data: Any) -> Any:
+        """`client_cmd` is the `stdio` client with that command as its `cmd` option."""
+        if not isinstance(data, dict) or data.get("client_cmd") is None:
+            return data
+        cmd = data["client_cmd"]
+        if not isinstance(cmd, str) or not cmd.strip():
+            raise ValueError("client_cmd: must be a non-empty command line")
+        if data.get("client") not in (None, "stdio"):
+            raise ValueError("client_cmd: give either a client or a client command, not both")
+        return {**data, "client": "stdio",
+                "client_options": {**(data.get("client_options") or {}), "cmd": cmd}}
 
     @field_validator("nemesis_interval_s", "fault_duration_s")
     @classmethod

@@ -41,12 +41,15 @@ class StaleToken(DefiniteFailure):
 @dataclass(frozen=True, slots=True)
 class Grant:
     """A held lock. `token` is the fencing token, or None where the backend has none; `handle`
-    is the client's private state (owner value, lease id, recipe object)."""
+    is the client's private state (owner value, lease id, recipe object);
+    `attempt_monotonic_ns` is when (time.monotonic_ns) the winning attempt was sent, for clients
+    that retry inside one acquire (the history's `attempt_ns`)."""
 
     lock: str
     token: int | None
     lease_ms: int
     handle: Any = None
+    attempt_monotonic_ns: int | None = None
 
 
 class LockClient(Protocol):

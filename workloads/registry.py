@@ -29,6 +29,11 @@ CLIENTS: dict[str, str] = {
     "etcd-election": "fencecheck.workloads.leader_clients:EtcdElectionClient",
     "zookeeper-election": "fencecheck.workloads.leader_clients:ZkElectionClient",
     "redis-lease": "fencecheck.workloads.leader_clients:RedisLeaseClient",
+    # a program in any language (--client-cmd), and the shipped third-party libraries
+    "stdio": "fencecheck.workloads.stdio_client:StdioClient",
+    "node-redlock": "fencecheck.workloads.third_party:NodeRedlockClient",
+    "curator": "fencecheck.workloads.third_party:CuratorClient",
+    "etcd-go": "fencecheck.workloads.third_party:EtcdGoClient",
 }
 
 RESOURCES: dict[str, str] = {

@@ -217,7 +217,9 @@ class Worker:
             "acquire",
             {"lock": lock, "lease_ms": c.lease_ms},
             lambda: client.acquire(lock, c.lease_ms, c.acquire_timeout_s),
-            lambda g: {"lock": lock, "lease_ms": c.lease_ms, "token": g.token},
+            lambda g: {"lock": lock, "lease_ms": c.lease_ms, "token": g.token,
+                       **({} if g.attempt_monotonic_ns is None
+                          else {"attempt_ns": g.attempt_monotonic_ns - c.t0_ns})},
         )
         if out.status != "ok":
             return None
