@@ -45,7 +45,9 @@ def check_ready(client: str, options: Mapping[str, Any]) -> None:
     if client in BUILDS:
         argv = command(client)
     elif client == "stdio":
-        argv = parse_cmd(options.get("cmd") or "")
+        if not options.get("cmd"):
+            raise WorkloadError("the stdio client needs a program: --client-cmd \"CMD ARGS\"")
+        argv = parse_cmd(options["cmd"])
     else:
         return
     if shutil.which(argv[0]) is None:
