@@ -53,11 +53,11 @@ def test_curator_unfenced_with_pauses_is_caught(tmp_path: Path) -> None:
 
 def test_curator_unfenced_after_a_client_partition_past_the_session_is_caught(
         tmp_path: Path) -> None:
-    # Critical sections of 8 x 400 ms so that the holder, cut off from ZooKeeper for longer
+    # Critical sections of 12 x 400 ms so that the holder, cut off from ZooKeeper for longer
     # than its 2 s session, is still writing when its lock node is gone and another holds it.
     must_find(tmp_path, "curator-partition", DAMAGE - {"double-grant"}, "--backend",
               "zookeeper", "--client", "curator", "--nemesis", "partition", "--fencing", "off",
-              "--fault-duration", "4,6", "--think-ms", "400", "--writes", "8",
+              "--fault-duration", "4,6", "--think-ms", "400", "--writes", "12",
               "--concurrency", "3", "--time-limit", "30", "--lease-ms", "2000",
               seeds=(1, 3, 4))
 

@@ -225,3 +225,19 @@ def test_a_run_with_a_misbehaving_program_is_checked_and_torn_down(mode: str,
     test = json.loads((run_dir / "test.json").read_text())
     assert not fc_namespaces(test["run_id"])
     assert processes_matching(str(wrapper)) == []
+
+
+def test_client_cmd_is_the_stdio_client_in_runs_and_matrix_rows(tmp_path: Path) -> None:
+    from fencecheck.config import ConfigError, make_config
+    from fencecheck.matrix import load_matrix
+
+    cfg = make_config(backend="etcd", client_cmd="node my-lock.js", store=tmp_path / "s")
+    assert cfg.client_name == "stdio" and cfg.client_options["cmd"] == "node my-lock.js"
+    with pytest.raises(ConfigError, match="client_cmd"):
+        make_config(client="etcd", client_cmd="node my-lock.js", store=tmp_path / "s")
+    matrix = tmp_path / "m.toml"
+    matrix.write_text('[[row]]\nname = "mine"\nbackend = "zookeeper"\n'
+                      'client_cmd = "java -jar my-lock.jar"\nexpect = "must-pass"\n')
+    row = load_matrix(matrix, tmp_path / "store").rows[0]
+    assert row.configs[0].client_name == "stdio"
+    assert row.configs[0].client_options["cmd"] == "java -jar my-lock.jar"
