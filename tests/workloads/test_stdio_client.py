@@ -6,6 +6,7 @@ checkable history and a clean teardown."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -241,3 +242,57 @@ def test_client_cmd_is_the_stdio_client_in_runs_and_matrix_rows(tmp_path: Path) 
     row = load_matrix(matrix, tmp_path / "store").rows[0]
     assert row.configs[0].client_name == "stdio"
     assert row.configs[0].client_options["cmd"] == "java -jar my-lock.jar"
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _stopped(pid: int, want: bool) -> bool:
+    """Whether pid reaches (want) or leaves (not want) the stopped state within 2 s: a signal
+    is delivered asynchronously."""
+    deadline = time.monotonic() + 2
+    while (_state(pid) == "T") != want:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+SLEEPER = "import time\nwhile True:\n    time.sleep(0.05)\n"
+HOLDER = '''
+import sys, time
+from fencecheck.workloads.stdio_client import StdioClient
+c = StdioClient({"cmd": [sys.executable, sys.argv[1]], "endpoints": ["127.0.0.1:1"]})
+assert c.program is not None
+print(c.program.proc.pid, flush=True)
+time.sleep(3600)
+'''
+
+
+def test_the_program_is_paused_and_killed_with_its_worker(tmp_path: Path) -> None:
+    from fencecheck.clusters.nemesis import process_target
+
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    (tmp_path / "holder.py").write_text(HOLDER)
+    worker = subprocess.Popen([sys.executable, str(tmp_path / "holder.py"),
+                               str(tmp_path / "sleeper.py")], stdout=subprocess.PIPE, cwd=REPO)
+    try:
+        assert worker.stdout is not None
+        program = int(worker.stdout.readline())
+        target = process_target("c1", worker.pid)
+        target.pause()
+        assert _stopped(worker.pid, True) and _stopped(program, True)  # a GC pause of both
+        target.resume()
+        assert _stopped(worker.pid, False) and _stopped(program, False)
+        worker.kill()  # the worker dies without a word: its program must not outlive it
+        worker.wait()
+        deadline = time.monotonic() + 5
+        while os.path.exists(f"/proc/{program}") and _state(program) != "Z":
+            assert time.monotonic() < deadline, "the program outlived its SIGKILLed worker"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            worker.kill()
+        worker.wait()
