@@ -31,6 +31,10 @@ BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
 )
 
+# The user's own program (--client-cmd; docs/client-protocol.md) drives every backend.
+STDIO_CLIENT = ClientDescriptor("stdio", "fencecheck.workloads.stdio_client:StdioClient",
+                                token="what the program replies", workloads=frozenset({"lock"}))
+
 GROUPS = ("fencecheck.backends", "fencecheck.clients", "fencecheck.resources", "fencecheck.faults")
 
 
@@ -108,7 +112,8 @@ def backends() -> dict[str, BackendDescriptor]:
                                    f"{name!r}")
             b = table[name]
             table[name] = dataclasses.replace(b, clients=(*b.clients, p.client))
-    return table
+    return {n: dataclasses.replace(b, clients=(*b.clients, STDIO_CLIENT))
+            for n, b in table.items()}
 
 
 def backend(name: str) -> BackendDescriptor:

@@ -13,6 +13,9 @@ BACKEND = BackendDescriptor(
                          token="the lock key's create revision"),
         ClientDescriptor("etcd-election", "fencecheck.workloads.leader_clients:EtcdElectionClient",
                          token="the leader key's create revision"),
+        # etcd's Go concurrency.Mutex, a program built by scripts/build-clients.sh
+        ClientDescriptor("etcd-go", "fencecheck.workloads.third_party:EtcdGoClient",
+                         token="the lock key's create revision", workloads=frozenset({"lock"})),
     ),
     token="create revision",
     nodes=3,

@@ -14,6 +14,9 @@ BACKEND = BackendDescriptor(
                          token=None),
         ClientDescriptor("redlock", "fencecheck.workloads.redlock_clients:PotteryRedlockClient",
                          token=None),
+        # npm redlock + ioredis, a program built by scripts/build-clients.sh
+        ClientDescriptor("node-redlock", "fencecheck.workloads.third_party:NodeRedlockClient",
+                         token=None, workloads=frozenset({"lock"})),
     ),
     token="none",
     nodes=5,

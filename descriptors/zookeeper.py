@@ -21,6 +21,9 @@ BACKEND = BackendDescriptor(
         ClientDescriptor("zookeeper-election",
                          "fencecheck.workloads.leader_clients:ZkElectionClient",
                          token="the election node's czxid"),
+        # Apache Curator's InterProcessMutex, a program built by scripts/build-clients.sh
+        ClientDescriptor("curator", "fencecheck.workloads.third_party:CuratorClient",
+                         token="the lock node's czxid", workloads=frozenset({"lock"})),
     ),
     token="czxid",
     nodes=3,

@@ -14,6 +14,7 @@ from fencecheck.descriptors import catalog
 from fencecheck.descriptors.base import CLOCK, BackendDescriptor, ResourceDescriptor
 from fencecheck.faults.registry import faults as fault_table
 from fencecheck.resources import STORE_PORT, store_argv
+from fencecheck.workloads.base import WorkloadError
 
 __all__ = ["STORE_PORT", "store_argv"]
 
@@ -81,6 +82,10 @@ def check_compatible(cfg: RunConfig) -> None:
             f"bad configuration: client: {cfg.client_name!r} does not drive backend "
             f"{cfg.backend!r} (choose one of {', '.join(known)}, or module:Class)"
         )
+    try:  # a shipped client that is not built, a --client-cmd that is not there
+        _load("fencecheck.workloads.third_party:check_ready")(cfg.client_name, cfg.client_options)
+    except WorkloadError as e:
+        raise ConfigError(f"bad configuration: client: {e}") from None
     if cfg.runtime not in b.runtimes:
         raise ConfigError(f"bad configuration: runtime: backend {b.name!r} does not run under "
                           f"--runtime {cfg.runtime} (supports {', '.join(sorted(b.runtimes))})")

@@ -203,6 +203,7 @@ def run(
     backend: Annotated[str, typer.Option(help=_names(catalog.backends))] = "redis",
     client: Annotated[str | None, typer.Option(help="lock client (default per backend) or module:Class")] = None,
     resource: Annotated[str, typer.Option(help=_names(catalog.resources))] = "store",
+    client_cmd: Annotated[str | None, typer.Option("--client-cmd", help="your own lock client: a program speaking JSON lines on stdin/stdout (docs/client-protocol.md)")] = None,
     client_opt: Annotated[list[str] | None, typer.Option("--client-opt", help="KEY=VALUE for the lock client (repeatable; VALUE parsed as JSON where it can be)")] = None,
     workload: Annotated[str, typer.Option(help="lock, leader or cron")] = "lock",
     idempotent: Annotated[bool, typer.Option(help="cron: the resource deduplicates by job id")] = False,
@@ -249,7 +250,8 @@ def run(
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = make_config(
-            backend=backend, client=client, resource=resource, workload=workload,
+            backend=backend, client=client, client_cmd=client_cmd, resource=resource,
+            workload=workload,
             client_options=_options(client_opt or [], "--client-opt"),
             idempotent=idempotent,
             nemesis=tuple(x.strip() for x in nemesis.split(",") if x.strip()),

@@ -37,6 +37,8 @@ class RunConfig(BaseModel):
     client: str | None = None
     resource: str = "store"  # a resource descriptor's name
     client_options: dict[str, Any] = Field(default_factory=dict)  # passed to the lock client
+    # A program speaking the stdio protocol (docs/client-protocol.md): the `stdio` client.
+    client_cmd: str | None = None
     workload: Literal["lock", "leader", "cron"] = "lock"
     idempotent: bool = False  # cron: the resource deduplicates executions by job id
     nemesis: tuple[str, ...] = ("pause",)  # fault descriptors' names, or "none"
@@ -75,6 +77,20 @@ class RunConfig(BaseModel):
         if v is not None and (not v or "/" in v or v.startswith(".")):
             raise ValueError("must be a plain name without '/' or a leading '.'")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _client_cmd(cls, data: Any) -> Any:
+        """`client_cmd` is the `stdio` client with that command as its `cmd` option."""
+        if not isinstance(data, dict) or data.get("client_cmd") is None:
+            return data
+        cmd = data["client_cmd"]
+        if not isinstance(cmd, str) or not cmd.strip():
+            raise ValueError("client_cmd: must be a non-empty command line")
+        if data.get("client") not in (None, "stdio"):
+            raise ValueError("client_cmd: give either a client or a client command, not both")
+        return {**data, "client": "stdio",
+                "client_options": {**(data.get("client_options") or {}), "cmd": cmd}}
 
     @field_validator("backend")
     @classmethod

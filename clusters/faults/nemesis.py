@@ -29,13 +29,40 @@ class PauseTarget:
     resume: Callable[[], None]
 
 
+def descendants(pid: int) -> list[int]:
+    """The children of pid, their children, ... (from /proc; empty once pid is gone)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    kids = [int(c) for c in f.read().split()]
+            except OSError:
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found
+
+
 def process_target(name: str, pid: int) -> PauseTarget:
-    """A local process (a worker: the controller's child, visible from the host's pid namespace)."""
+    """A local process (a worker: the controller's child, visible from the host's pid namespace)
+    with its whole process tree: a worker's client program (workloads/stdio_client.py) must
+    freeze with it, or it would keep a paused holder's session or lease alive."""
 
     def send(sig: signal.Signals) -> None:
-        log.debug("kill -%s %d (%s)", sig.name, pid, name)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
+        # Stop from the top down and resume from the bottom up, so that the worker never runs
+        # while its client program is still frozen.
+        tree = [pid, *descendants(pid)]
+        for p in tree if sig == signal.SIGSTOP else reversed(tree):
+            log.debug("kill -%s %d (%s)", sig.name, p, name)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, sig)
 
     return PauseTarget(name, lambda: send(signal.SIGSTOP), lambda: send(signal.SIGCONT))
 

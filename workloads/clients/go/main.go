@@ -1,0 +1,145 @@
+// Command etcd-client is a fencecheck stdio client (docs/client-protocol.md) over etcd's Go
+// client/v3/concurrency Mutex. The token is the lock key's create revision, which etcd makes
+// strictly increasing per grant. Each worker keeps one session (one lease with keepalive) per
+// lock grant, so a grant's lease is the session TTL (lease_ms rounded up to whole seconds, etcd's
+// unit) and release revokes it.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+type request struct {
+	ID        int64  `json:"id"`
+	Op        string `json:"op"`
+	Lock      string `json:"lock"`
+	LeaseMs   int64  `json:"lease_ms"`
+	TimeoutMs int64  `json:"timeout_ms"`
+}
+
+type reply struct {
+	ID        int64  `json:"id"`
+	Status    string `json:"status"`
+	Token     *int64 `json:"token,omitempty"`
+	Error     string `json:"error,omitempty"`
+	AttemptNs *int64 `json:"attempt_ns,omitempty"`
+}
+
+type grant struct {
+	session *concurrency.Session
+	mutex   *concurrency.Mutex
+}
+
+var (
+	cli       *clientv3.Client
+	held      = map[string]grant{}
+	opTimeout = time.Second
+)
+
+func acquire(req request) reply {
+	ttl := int((req.LeaseMs + 999) / 1000)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(req.TimeoutMs)*time.Millisecond)
+	defer cancel()
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(ttl), concurrency.WithContext(context.Background()))
+	if err != nil {
+		return reply{Status: "info", Error: "session: " + err.Error()}
+	}
+	m := concurrency.NewMutex(s, "/fencecheck/"+req.Lock)
+	if err := m.Lock(ctx); err != nil {
+		// Lock deletes its own key when the wait is cancelled, but that delete can fail too.
+		s.Close()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return reply{Status: "info", Error: "lock-timeout"}
+		}
+		return reply{Status: "info", Error: err.Error()}
+	}
+	held[req.Lock] = grant{s, m}
+	rev := m.Header().Revision
+	// The create revision of our key is the revision of the Txn that made it, unless the key
+	// was already there (a session reused); ask for it to be sure.
+	gctx, gcancel := context.WithTimeout(context.Background(), opTimeout)
+	defer gcancel()
+	if resp, err := cli.Get(gctx, m.Key()); err == nil && len(resp.Kvs) == 1 {
+		rev = resp.Kvs[0].CreateRevision
+	} else {
+		return reply{Status: "info", Error: "no create revision"}
+	}
+	return reply{Status: "ok", Token: &rev}
+}
+
+func handle(req request) reply {
+	g, ok := held[req.Lock]
+	switch req.Op {
+	case "acquire":
+		return acquire(req)
+	case "renew":
+		if !ok {
+			return reply{Status: "fail", Error: "not-held"}
+		}
+		// The session's keepalive renews the lease in the background; renew checks it is alive.
+		select {
+		case <-g.session.Done():
+			return reply{Status: "fail", Error: "session-expired"}
+		default:
+			return reply{Status: "ok"}
+		}
+	case "release":
+		if !ok {
+			return reply{Status: "fail", Error: "not-held"}
+		}
+		delete(held, req.Lock)
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		err := g.mutex.Unlock(ctx)
+		g.session.Close() // revokes the lease
+		if err != nil {
+			return reply{Status: "info", Error: err.Error()}
+		}
+		return reply{Status: "ok"}
+	case "close":
+		os.Exit(0)
+	}
+	return reply{Status: "fail", Error: "unknown op " + req.Op}
+}
+
+func main() {
+	var opts struct {
+		OpTimeoutS float64 `json:"op_timeout_s"`
+	}
+	_ = json.Unmarshal([]byte(os.Getenv("FENCECHECK_OPTIONS")), &opts)
+	if opts.OpTimeoutS > 0 {
+		opTimeout = time.Duration(opts.OpTimeoutS * float64(time.Second))
+	}
+	var err error
+	cli, err = clientv3.New(clientv3.Config{
+		Endpoints:   strings.Split(os.Getenv("FENCECHECK_ENDPOINTS"), ","),
+		DialTimeout: opTimeout,
+		Logger:      nil,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "etcd-client:", err)
+		os.Exit(3)
+	}
+	in := bufio.NewScanner(os.Stdin)
+	out := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		var req request
+		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
+			fmt.Fprintln(os.Stderr, "etcd-client: bad request:", err)
+			os.Exit(3)
+		}
+		r := handle(req)
+		r.ID = req.ID
+		_ = out.Encode(r)
+	}
+}

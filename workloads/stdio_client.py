@@ -1,0 +1,246 @@
+"""`StdioClient`: a lock client in any language, run as a child program of the worker and spoken
+to in JSON lines over its stdin/stdout (the protocol: docs/client-protocol.md; its JSON Schemas:
+workloads/clients/schema/).
+
+The worker keeps the resource I/O, the timing and the history; the program only takes, renews
+and releases locks. One request is outstanding at a time. A reply that is not valid JSON of the
+schema, no reply within the op's deadline, or the program's exit is an uncertain outcome: the op
+is recorded `info`, the program is killed and a fresh one is started for the next op. The
+program's stderr is the worker's stderr, so it lands in the run's `nodes/<client>/worker.log`.
+
+The program is the worker's child: the pause nemesis freezes the worker's whole process tree
+(a paused worker's client must not keep renewing a lease), and PR_SET_PDEATHSIG kills the program
+when the worker dies, so a SIGKILLed worker leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
+from fencecheck.workloads.options import endpoints, op_timeout_s
+
+log = logging.getLogger(__name__)
+
+# A fresh program's first reply may include its start-up (a JVM, a Node runtime loading modules).
+DEFAULT_START_TIMEOUT_S = 30.0
+# Slack on top of each op's own timeout, for the round trip through the pipe.
+DEFAULT_GRACE_S = 1.0
+_PR_SET_PDEATHSIG = 1
+
+
+def parse_cmd(cmd: str | Sequence[str]) -> list[str]:
+    """A command line as a string (shell words, no shell) or an argv list."""
+    argv = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    if not argv:
+        raise WorkloadError("options.cmd: empty client command")
+    return argv
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: a SIGKILLed worker takes its program with it.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def client_env(options: Mapping[str, Any]) -> dict[str, str]:
+    """What the program gets: FENCECHECK_ENDPOINTS ("host:port,..."), FENCECHECK_WORKER (the
+    worker's number) and FENCECHECK_OPTIONS (every client option, as JSON)."""
+    eps = ",".join(f"{h}:{p}" for h, p in endpoints(options))
+    opts = {k: v for k, v in options.items() if k != "cmd"}
+    return {
+        "FENCECHECK_ENDPOINTS": eps,
+        "FENCECHECK_WORKER": str(options.get("worker", 0)),
+        "FENCECHECK_OPTIONS": json.dumps(opts, sort_keys=True),
+    }
+
+
+class _Program:
+    """One running instance of the client program, and the line reader on its stdout."""
+
+    def __init__(self, argv: list[str], env: Mapping[str, str], cwd: str | None) -> None:
+        log.info("starting client program %s", argv)
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None,  # the worker's own stderr: the run's worker.log
+                env={**os.environ, **env},
+                cwd=cwd,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as e:
+            raise WorkloadError(f"cannot start client program {argv[0]!r}: {e}") from e
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin = self.proc.stdin
+        self.stdout = self.proc.stdout
+        os.set_blocking(self.stdout.fileno(), False)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.stdout, selectors.EVENT_READ)
+        self.buffer = b""
+        self.fresh = True
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        self.stdin.write(json.dumps(message).encode() + b"\n")
+        self.stdin.flush()
+
+    def read_line(self, deadline: float) -> bytes | None:
+        """The next line, or None at the deadline. Raises EOFError when the program closed
+        its stdout (it exited)."""
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            # One last look at the deadline: a worker resumed from a pause finds the reply
+            # already waiting, though its own clock says the time is up.
+            if not self.selector.select(max(left, 0.0)):
+                if left <= 0:
+                    return None
+                continue
+            chunk = os.read(self.stdout.fileno(), 65536)
+            if not chunk:
+                raise EOFError
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.stdin.close()
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        self.proc.wait()
+        self.selector.close()
+        self.stdout.close()
+
+    def close(self, grace_s: float) -> None:
+        """Ask it to stop (a `close` request, then EOF on stdin); kill it if it lingers."""
+        with contextlib.suppress(OSError, ValueError):
+            self.send({"op": "close", "id": 0})
+            self.stdin.close()
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            log.info("client program %d did not exit: killed", self.proc.pid)
+        self.kill()
+
+
+def parse_reply(line: bytes, request_id: int) -> dict[str, Any]:
+    """Check one reply line against the protocol; anything else is a protocol error
+    (`Indeterminate`: the op may or may not have happened)."""
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        raise Indeterminate("client-protocol", f"not JSON: {line[:200]!r}") from None
+    if not isinstance(reply, dict):
+        raise Indeterminate("client-protocol", f"not a JSON object: {line[:200]!r}")
+    if reply.get("id") != request_id:
+        raise Indeterminate("client-protocol", f"reply id {reply.get('id')!r}, "
+                            f"expected {request_id}")
+    status = reply.get("status")
+    if status not in ("ok", "fail", "info"):
+        raise Indeterminate("client-protocol", f"status {status!r} not ok/fail/info")
+    token = reply.get("token")
+    if token is not None and (not isinstance(token, int) or isinstance(token, bool)):
+        raise Indeterminate("client-protocol", f"token {token!r} is not an integer or null")
+    attempt = reply.get("attempt_ns")
+    if attempt is not None and (not isinstance(attempt, int) or attempt < 0):
+        raise Indeterminate("client-protocol", f"attempt_ns {attempt!r} is not an integer >= 0")
+    error = reply.get("error")
+    if error is not None and not isinstance(error, str):
+        raise Indeterminate("client-protocol", f"error {error!r} is not a string")
+    return reply
+
+
+class StdioClient:
+    """A `LockClient` backed by a program that speaks the stdio protocol.
+
+    Options: `cmd` (a command line or argv list; required), `cwd`, `start_timeout_s`,
+    `grace_s`, and the common `endpoints`, `op_timeout_s`, `worker`; all of them reach the
+    program as FENCECHECK_OPTIONS."""
+
+    name = "stdio"
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        if "cmd" not in options:
+            raise WorkloadError("the stdio client needs options.cmd (--client-cmd)")
+        self.argv = parse_cmd(options["cmd"])
+        self.env = client_env(options)
+        self.cwd = options.get("cwd")
+        self.op_timeout_s = op_timeout_s(options)
+        self.start_timeout_s = float(options.get("start_timeout_s", DEFAULT_START_TIMEOUT_S))
+        self.grace_s = float(options.get("grace_s", DEFAULT_GRACE_S))
+        self.next_id = 1
+        self.restarts = 0
+        # Started now, so the first program's start-up happens before the first op.
+        self.program: _Program | None = _Program(self.argv, self.env, self.cwd)
+
+    def _call(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one request, wait for its reply. `fail` raises DefiniteFailure; `info`, garbage,
+        a timeout or an exit raise Indeterminate (and the program is replaced)."""
+        if self.program is None:
+            self.restarts += 1
+            self.program = _Program(self.argv, self.env, self.cwd)
+        program = self.program
+        request_id = self.next_id
+        self.next_id += 1
+        wait_s = timeout_s + self.grace_s + (self.start_timeout_s if program.fresh else 0.0)
+        sent = time.monotonic_ns()
+        try:
+            program.send({**message, "id": request_id})
+            line = program.read_line(time.monotonic() + wait_s)
+            if line is None:
+                raise Indeterminate("client-timeout", f"no reply to {message['op']} in "
+                                    f"{wait_s:.1f} s")
+            reply = parse_reply(line, request_id)
+        except (BrokenPipeError, EOFError):
+            self._replace(program)
+            code = program.proc.returncode
+            raise Indeterminate("client-exited", f"client program exited ({code})") from None
+        except Indeterminate as e:
+            log.warning("client program: %s: restarting it", e)
+            self._replace(program)
+            raise
+        program.fresh = False
+        if reply["status"] == "fail":
+            raise DefiniteFailure(reply.get("error") or "refused")
+        if reply["status"] == "info":
+            raise Indeterminate(reply.get("error") or "unknown")
+        if reply.get("attempt_ns") is not None:
+            reply["attempt_monotonic_ns"] = sent + int(reply["attempt_ns"])
+        return reply
+
+    def _replace(self, program: _Program) -> None:
+        program.kill()
+        if self.program is program:
+            self.program = None
+
+    def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
+        reply = self._call({"op": "acquire", "lock": lock, "lease_ms": lease_ms,
+                            "timeout_ms": int(timeout_s * 1000)}, timeout_s)
+        return Grant(lock, reply.get("token"), lease_ms,
+                     attempt_ns=reply.get("attempt_monotonic_ns"))
+
+    def renew(self, grant: Grant, lease_ms: int) -> Grant:
+        self._call({"op": "renew", "lock": grant.lock, "token": grant.token,
+                    "lease_ms": lease_ms}, self.op_timeout_s)
+        return Grant(grant.lock, grant.token, lease_ms, grant.handle)
+
+    def release(self, grant: Grant) -> None:
+        self._call({"op": "release", "lock": grant.lock, "token": grant.token},
+                   self.op_timeout_s)
+
+    def close(self) -> None:
+        if self.program is not None:
+            self.program.close(self.grace_s + 1.0)
+            self.program = None

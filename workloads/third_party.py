@@ -1,0 +1,54 @@
+"""The shipped third-party lock libraries, each a `StdioClient` running its built program
+(workloads/clients/build.py): `node-redlock` (npm redlock + ioredis), `curator` (Apache Curator's
+InterProcessMutex) and `etcd-go` (etcd's client/v3/concurrency Mutex). `check_ready` refuses a
+client that cannot start, before a run creates anything."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from typing import Any
+
+from fencecheck.workloads.base import WorkloadError
+from fencecheck.workloads.clients.build import BUILDS, command
+from fencecheck.workloads.stdio_client import StdioClient, parse_cmd
+
+
+class _Shipped(StdioClient):
+    build_name = ""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        super().__init__({**options, "cmd": command(self.build_name)})
+
+
+class NodeRedlockClient(_Shipped):
+    """npm `redlock` 4 over ioredis, one Redlock over every master; no token."""
+
+    name = build_name = "node-redlock"
+
+
+class CuratorClient(_Shipped):
+    """Apache Curator's InterProcessMutex; token = the lock node's czxid."""
+
+    name = build_name = "curator"
+
+
+class EtcdGoClient(_Shipped):
+    """etcd's Go concurrency.Mutex; token = the lock key's create revision."""
+
+    name = build_name = "etcd-go"
+
+
+def check_ready(client: str, options: Mapping[str, Any]) -> None:
+    """WorkloadError (one line, with the fix) if `client` is a shipped client that is not built,
+    or the stdio client with a command that is not there."""
+    if client in BUILDS:
+        argv = command(client)
+    elif client == "stdio":
+        if not options.get("cmd"):
+            raise WorkloadError("the stdio client needs a program: --client-cmd \"CMD ARGS\"")
+        argv = parse_cmd(options["cmd"])
+    else:
+        return
+    if shutil.which(argv[0]) is None:
+        raise WorkloadError(f"client command {argv[0]!r} not found (on PATH or as a path)")
