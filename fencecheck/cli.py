@@ -100,6 +100,9 @@ def check(
 ) -> None:
     """Check a history for mutual-exclusion and fencing violations."""
     from fencecheck.checker.verdict import check_history
+    from fencecheck.cli_group import one_line_logging
+
+    one_line_logging()
 
     run_dir: Path | None = None
     try:

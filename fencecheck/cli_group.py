@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import re
 import sys
 from typing import Any
@@ -46,6 +47,30 @@ def shown(text: object) -> str:
     from rich.markup import escape
 
     return escape(_UNSAFE.sub(_visible, str(text)))
+
+
+class _OneLine(logging.Formatter):
+    """A log record as one line: a crashed check is reported in the results, not as a
+    traceback on the terminal (-v logs in full)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            e = record.exc_info[1]
+            text += f" ({type(e).__name__}: {e})"
+        return f"warning: {_UNSAFE.sub(_visible, ' '.join(text.split()))}"
+
+
+def one_line_logging() -> None:
+    """Warnings of the checker on stderr, one line each, never a traceback."""
+    logger = logging.getLogger("fencecheck")
+    if any(isinstance(h.formatter, _OneLine) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(_OneLine())
+    handler.setLevel(logging.WARNING)
+    logger.addHandler(handler)
+    logger.propagate = False
 
 
 class LazyGroup(TyperGroup):
