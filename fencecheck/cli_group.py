@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import re
 import sys
 from typing import Any
@@ -123,4 +124,11 @@ class LazyGroup(TyperGroup):
         except typer.Abort:
             sys.stderr.write("aborted\n")
             sys.exit(130)
-        sys.exit(rv if isinstance(rv, int) else 0)
+        code = rv if isinstance(rv, int) else 0
+        search = sys.modules.get("fencecheck.checker.linear.search")
+        if search is not None and search.abandoned():
+            # a model search ran out of time: exit now rather than spend seconds freeing it
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        sys.exit(code)
