@@ -76,6 +76,8 @@ class GrantTable:
     last_reads: dict[str, Op]  # key -> the ok read invoked last
     acquires_without_lock: int = 0
     job_writes: int = 0  # writes that execute a cron job (checker.jobs.job_id is not None)
+    acquire_ops: int = 0  # acquires of any outcome, and those of them with a lease
+    acquires_with_lease: int = 0
 
 
 @dataclass(slots=True)
@@ -155,7 +157,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     write_grant: dict[int, int] = {}
     writes: dict[str, list[Op]] = {}
     last_reads: dict[str, Op] = {}
-    no_lock = jobs = 0
+    no_lock = jobs = acquire_ops = leased = 0
 
     def close(g: _Open, at: int | float, by: str) -> None:
         if at < g.held_until:
@@ -211,6 +213,10 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                     last_reads[rkey] = op
             continue
         if f == "acquire" or f == "release":
+            if f == "acquire":
+                acquire_ops += 1
+                if v.get("lease_ms") is not None:
+                    leased += 1
             lock = v.get("lock")
             if type(lock) is not str:
                 no_lock += f == "acquire"
@@ -262,7 +268,8 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     for g in list(open_pl.values()):
         close(g, INF, "nothing")
     grants = [g for g in done if g is not None]
-    return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs)
+    return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs,
+                      acquire_ops, leased)
 
 
 # ---- reporting helpers shared by the checks ----
