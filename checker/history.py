@@ -17,9 +17,9 @@ from __future__ import annotations
 import gc
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -199,34 +199,7 @@ def read_events(path: Path) -> Iterator[Event]:
             yield e
 
 
-def _op_factory() -> Callable[..., Op]:
-    """Build Ops by setting their slots directly: a frozen dataclass's __init__ goes through
-    object.__setattr__ per field, which costs more than the decoding of a line's worth of JSON.
-    Falls back to the constructor if Op's fields are not the ones this was written for."""
-    names = ("process", "f", "type", "index", "time", "end_index", "end_time", "value", "error")
-    if tuple(f.name for f in fields(Op)) != names:
-        return Op
-    new = object.__new__
-    s0, s1, s2, s3, s4, s5, s6, s7, s8 = (getattr(Op, n).__set__ for n in names)
-
-    def make(process: Process, f: str, type_: str, index: int, time: int, end_index: int,
-             end_time: int, value: dict[str, Any] | None, error: str | None) -> Op:
-        op: Op = new(Op)
-        s0(op, process)
-        s1(op, f)
-        s2(op, type_)
-        s3(op, index)
-        s4(op, time)
-        s5(op, end_index)
-        s6(op, end_time)
-        s7(op, value)
-        s8(op, error)
-        return op
-
-    return make
-
-
-_make_op = _op_factory()
+_make_op = Op  # a msgspec Struct: its constructor is already the fast path
 
 
 @contextmanager
