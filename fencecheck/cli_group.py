@@ -6,6 +6,8 @@
   run it, or to list it in --help).
 - Usage errors (an unknown option, a bad value, a missing argument) are exit code 3 with one line
   on stderr: in this tool exit 2 means "unknown", and click's default for usage errors is 2.
+- Any other exception a command lets out is one line and exit 3, never a traceback
+  (`FENCECHECK_TRACEBACK=1` lets it through).
 - `shown(text)`: user text (a lock name, a path, an option value) made safe to print through
   rich: markup escaped, control and bidi characters shown as escapes, never sent to the terminal.
 """
@@ -124,6 +126,15 @@ class LazyGroup(TyperGroup):
         except typer.Abort:
             sys.stderr.write("aborted\n")
             sys.exit(130)
+        except Exception as e:
+            # The last net under every command: a crash is not a verdict, and no command may
+            # end in a traceback (FENCECHECK_TRACEBACK=1 shows it, for a bug report).
+            if os.environ.get("FENCECHECK_TRACEBACK"):
+                raise
+            text = _UNSAFE.sub(_visible, " ".join(f"{type(e).__name__}: {e}".split()))
+            sys.stderr.write(f"error: {text} (an internal error; FENCECHECK_TRACEBACK=1 shows "
+                             "where)\n")
+            sys.exit(BAD_INPUT)
         code = rv if isinstance(rv, int) else 0
         search = sys.modules.get("fencecheck.checker.linear.search")
         if search is not None and search.abandoned():

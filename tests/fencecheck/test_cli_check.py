@@ -132,3 +132,10 @@ def test_check_imports_nothing_it_does_not_use() -> None:
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout + res.stderr
+
+
+def test_no_command_ends_in_a_traceback(tmp_path: Path) -> None:
+    # a path that is rich markup once made `report` crash while printing its error
+    res = run("report", str(tmp_path / "[/x]"))
+    assert res.returncode == 3, res
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
