@@ -1,9 +1,9 @@
 """Benchmark of `fencecheck check`'s work: load + analyze a big history, against the floor.
 
 For each history file given, two fresh subprocesses run: one only `json.loads` every line (the
-floor: no reader can do less), one `load_ops` + `analyze`. Each reports its wall time and peak
-resident memory (`ru_maxrss`), so memory figures are of that work alone. Goal: check time at most
-3x the parse time, peak memory under 2 GB.
+floor), one `checker.verdict.load` + `judge` (what `fencecheck check` does). Each reports its
+wall time and peak resident memory (`ru_maxrss`), so memory figures are of that work alone.
+Goal (issue 12): check time at most 1.0x the parse time, peak RSS at most 600 MB.
 
     .venv/bin/python benchmarks/gen_history.py /tmp/fc-bench --events 1000000
     .venv/bin/python benchmarks/bench_checker.py /tmp/fc-bench/*.jsonl

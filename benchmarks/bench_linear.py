@@ -128,16 +128,80 @@ def bench_mutex(n_ops: int, processes: int, seed: int) -> None:
                  res.details.get("configurations"), peak / 2**20)
 
 
+def cas_history(n_ops: int, processes: int, seed: int) -> list[Op]:
+    """A linearizable cas-register history: `processes` clients, each op taking effect at a
+    random instant inside a long invoke..return window, so that ~all processes overlap."""
+    rng = random.Random(seed)
+    ready = [rng.uniform(0, 1) for _ in range(processes)]
+    points: list[tuple[float, float, float, int, str, Any]] = []  # (lin, inv, ret, p, f, arg)
+    while len(points) < n_ops:
+        p = min(range(processes), key=lambda i: ready[i])
+        inv = ready[p]
+        ret = inv + rng.uniform(0.5, 5.0)
+        lin = rng.uniform(inv, ret)
+        f = rng.choice(["read", "write", "cas"])
+        arg = rng.randrange(5) if f == "write" else (rng.randrange(5), rng.randrange(5)) \
+            if f == "cas" else None
+        points.append((lin, inv, ret, p, f, arg))
+        ready[p] = ret + rng.uniform(0, 0.1)
+    value: int | None = None
+    raw: list[tuple[float, float, int, str, dict[str, Any], str]] = []
+    for _lin, inv, ret, p, f, arg in sorted(points):
+        if f == "read":
+            raw.append((inv, ret, p, f, {"value": value}, "ok"))
+        elif f == "write":
+            value = arg
+            raw.append((inv, ret, p, f, {"value": arg}, "ok"))
+        else:
+            ok = value == arg[0]
+            if ok:
+                value = arg[1]
+            raw.append((inv, ret, p, f, {"from": arg[0], "to": arg[1]}, "ok" if ok else "fail"))
+    events: list[tuple[float, int, int, str, str, dict[str, Any] | None]] = []
+    for n, (inv, ret, _p, f, v, typ) in enumerate(raw):
+        events.append((inv, 0, n, "invoke", f, v if f != "read" else {"value": None}))
+        events.append((ret, 1, n, typ, f, v if f == "read" else None))
+    events.sort()
+    pending: dict[int, tuple[int, int, Any]] = {}
+    ops: list[Op] = []
+    for i, (t, _, n, typ, f, v) in enumerate(events):
+        p = raw[n][2]
+        if typ == "invoke":
+            pending[n] = (i, int(t * 1e9), v)
+        else:
+            j, t0, v0 = pending.pop(n)
+            ops.append(Op(p, f, typ, j, t0, i, int(t * 1e9), {**(v0 or {}), **(v or {})}))  # type: ignore[arg-type]
+    ops.sort(key=lambda o: o.index)
+    return ops
+
+
+def bench_time_limit(n_ops: int, processes: int, seed: int, limit_s: float) -> None:
+    """A search that cannot finish in time must end `unknown` within 1 s of the limit."""
+    ops = cas_history(n_ops, processes, seed)
+    dt, res = _timed(functools.partial(check_linearizable, ops, "cas-register", limit_s))
+    log.info("cas-register, %d ops, %d processes, time limit %.0f s: %s after %.2f s "
+             "(%.2f s past the limit), %s configurations", len(ops), processes, limit_s,
+             res.valid, dt, dt - limit_s, res.details.get("configurations"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=10_000)
     ap.add_argument("--processes", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cas-ops", type=int, default=1000)
+    ap.add_argument("--cas-processes", type=int, default=50)
+    ap.add_argument("--time-limit", type=float, default=10.0)
+    ap.add_argument("--only", choices=("etcd", "mutex", "cas"), default=None)
     args = ap.parse_args()
     # A benchmark's output is its log: INFO lines on stdout.
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    bench_etcd()
-    bench_mutex(args.ops, args.processes, args.seed)
+    if args.only in (None, "etcd"):
+        bench_etcd()
+    if args.only in (None, "mutex"):
+        bench_mutex(args.ops, args.processes, args.seed)
+    if args.only in (None, "cas"):
+        bench_time_limit(args.cas_ops, args.cas_processes, args.seed, args.time_limit)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,8 @@ def stats(ops: Sequence[Op], table: GrantTable) -> dict[str, Any]:
         "writes_accepted_after_lease_expired": late,
         "writes_without_grant": accepted - len(write_grant),
         "grants_per_lock": grants_per_lock,
+        "acquire_ops": table.acquire_ops,
+        "acquires_with_lease": table.acquires_with_lease,
         "max_drift": table.max_drift,
     }
 

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import msgspec
+
 EventType = Literal["invoke", "ok", "fail", "info"]
 Completion = Literal["ok", "fail", "info"]
 Process = int | str
@@ -46,9 +48,9 @@ class Event:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class Op:
-    """An invoke paired with its completion.
+class Op(msgspec.Struct, frozen=True):
+    """An invoke paired with its completion. (A frozen msgspec Struct rather than a dataclass:
+    a million-event history makes half a million of them, and a Struct is made in C, 5x faster.)
 
     `type` is the completion's type; an invoke never completed counts as `info`, and then
     `end_index`/`end_time` are None. `value` is the invoke's value updated by the completion's

@@ -51,7 +51,9 @@ class _EdnError(ValueError):
 
 
 _TOKEN: Final = re.compile(
-    r"""(?P<ws>[\s,]+) | (?P<comment>;[^\n]*) | (?P<string>"(?:[^"\\]|\\.)*")
+    # strings are scanned by _EdnReader.string: a regex over a long string keeps a backtracking
+    # frame per character (~200 bytes of memory per byte of input)
+    r"""(?P<ws>[\s,]+) | (?P<comment>;[^\n]*) | (?P<quote>")
       | (?P<open>\#\{|[\[{(]) | (?P<close>[\]})]) | (?P<disc>\#_)
       | (?P<tag>\#[^\s,\[\]{}()";]+) | (?P<atom>[^\s,\[\]{}()";]+)""",
     re.VERBOSE,
@@ -63,9 +65,17 @@ _ESCAPES: Final = {"n": "\n", "t": "\t", "r": "\r"}
 _END: Final = object()  # a closing bracket (or the end of input) where a form could start
 
 
+_KEYWORDS: dict[str, Keyword] = {}  # one object per keyword name: a history repeats a few
+
+
 def _atom(text: str) -> Any:
     if text.startswith(":"):
-        return Keyword(text[1:])
+        kw = _KEYWORDS.get(text)
+        if kw is None:
+            kw = Keyword(text[1:])
+            if len(_KEYWORDS) < 10_000:
+                _KEYWORDS[text] = kw
+        return kw
     if text in ("nil", "true", "false"):
         return {"nil": None, "true": True, "false": False}[text]
     if _INT.fullmatch(text):
@@ -100,9 +110,30 @@ class _EdnReader:
         m = _TOKEN.match(self.text, self.pos)
         if m is None:
             return "eof", ""
+        if m.lastgroup == "quote":
+            return "string", self.string()
         self.pos = m.end()
         self.line += m.group().count("\n")
         return m.lastgroup or "", m.group()
+
+    def string(self) -> str:
+        """The string literal at pos, quotes included, found by searching for an unescaped
+        closing quote (linear time, no memory beyond the result)."""
+        text, start = self.text, self.pos
+        i = start + 1
+        while True:
+            j = text.find('"', i)
+            if j < 0:
+                raise _EdnError(self.line, "a string that is never closed")
+            k = j
+            while text[k - 1] == "\\":
+                k -= 1
+            if (j - k) % 2 == 0:  # an even run of backslashes escapes only itself
+                break
+            i = j + 1
+        self.pos = j + 1
+        self.line += text.count("\n", start, j)
+        return text[start:j + 1]
 
     def form(self, closer: str | None, opened: int = 0) -> Any:
         """The next form, or _END at `closer` (or at the end of input when closer is None);
@@ -203,12 +234,13 @@ class _Converter:
 
     def __init__(self, src: str) -> None:
         self.src = src
-        self.events: list[Event] = []
+        self.count = 0  # events so far: the default index and time
         self.nemesis_open = False
 
     def add(self, line: int, process: Any, type_: Any, f: Any, value: Any, error: Any = None,
-            time: Any = None, index: Any = None) -> None:
-        where = len(self.events)
+            time: Any = None, index: Any = None) -> Event:
+        where = self.count
+        self.count += 1
         if process == NEMESIS and isinstance(process, Keyword):
             p: int | str = NEMESIS
         elif isinstance(process, int) and not isinstance(process, bool):
@@ -234,11 +266,11 @@ class _Converter:
         if kind in ("fail", "info") and isinstance(value, Keyword):
             err, value = err or str(value), None
         val = None if (value is None and kind in ("fail", "info")) else _value(fname, value)
-        self.events.append(Event(where if index is None else index,
-                                 where if time is None else time, p, kind, fname, val, err))
+        return Event(where if index is None else index, where if time is None else time, p, kind,
+                     fname, val, err)
 
 
-def read_edn_events(path: Path) -> list[Event]:
+def iter_edn_events(path: Path) -> Iterator[Event]:
     """A Jepsen EDN history (a whole-file vector, or one map a line) as Events."""
     src = str(path)
     conv = _Converter(src)
@@ -246,12 +278,16 @@ def read_edn_events(path: Path) -> list[Event]:
         for line, op in read_edn(path.read_text(encoding="utf-8")):
             if not isinstance(op, dict):
                 raise HistoryError(src, line, f"expected an op map, found {type(op).__name__}")
-            conv.add(line, op.get(Keyword("process")), op.get(Keyword("type")),
+            yield conv.add(line, op.get(Keyword("process")), op.get(Keyword("type")),
                      op.get(Keyword("f")), op.get(Keyword("value")), op.get(Keyword("error")),
                      op.get(Keyword("time")), op.get(Keyword("index")))
     except _EdnError as e:
         raise HistoryError(src, e.line, f"not valid EDN: {e}") from None
-    return conv.events
+
+
+def read_edn_events(path: Path) -> list[Event]:
+    """A Jepsen EDN history (a whole-file vector, or one map a line) as Events."""
+    return list(iter_edn_events(path))
 
 
 _LOG_LINE: Final = re.compile(
@@ -260,7 +296,7 @@ _LOG_LINE: Final = re.compile(
 )
 
 
-def read_jepsen_log_events(path: Path) -> list[Event]:
+def iter_jepsen_log_events(path: Path) -> Iterator[Event]:
     """Jepsen log lines (`INFO  jepsen.util - <process>\t:<type>\t:<f>\t<value>`) as Events;
     other log lines are skipped."""
     src = str(path)
@@ -277,8 +313,12 @@ def read_jepsen_log_events(path: Path) -> list[Event]:
             proc = m["p"]
             process: Any = Keyword(proc[1:]) if proc.startswith(":") else (
                 int(proc) if proc.isdigit() else proc)
-            conv.add(lineno, process, m["type"], Keyword(m["f"]), value)
-    return conv.events
+            yield conv.add(lineno, process, m["type"], Keyword(m["f"]), value)
+
+
+def read_jepsen_log_events(path: Path) -> list[Event]:
+    """Jepsen log lines as Events; other log lines are skipped."""
+    return list(iter_jepsen_log_events(path))
 
 
 def guess_format(path: Path) -> str:
@@ -328,6 +368,29 @@ def load_any(path: Path | str, fmt: str | None = None) -> list[Op]:
     fmt = fmt or guess_format(path)
     if fmt == "jsonl":
         return load_ops(path)
+    # Paired as they are read, so that no list of events stands beside the ops (memory stays
+    # within a few times the input); a history out of index order is read again and sorted.
+    stream = iter_edn_events(path) if fmt == "edn" else iter_jepsen_log_events(path) \
+        if fmt == "jepsen-log" else None
+    if stream is None:
+        raise HistoryError(str(path), 0, f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    try:
+        return pair(_in_index_order(stream), str(path))
+    except (_OutOfOrder, HistoryError):
+        pass  # out of order (a pairing error may show it first): judged in index order below
     events = read_events(path, fmt)
     events.sort(key=lambda e: e.index)
     return pair(events, str(path))
+
+
+class _OutOfOrder(Exception):
+    pass
+
+
+def _in_index_order(events: Iterator[Event]) -> Iterator[Event]:
+    last = -1
+    for e in events:
+        if e.index < last:
+            raise _OutOfOrder
+        last = e.index
+        yield e

@@ -76,6 +76,8 @@ class GrantTable:
     last_reads: dict[str, Op]  # key -> the ok read invoked last
     acquires_without_lock: int = 0
     job_writes: int = 0  # writes that execute a cron job (checker.jobs.job_id is not None)
+    acquire_ops: int = 0  # acquires of any outcome, and those of them with a lease
+    acquires_with_lease: int = 0
 
 
 @dataclass(slots=True)
@@ -146,16 +148,17 @@ def retired_processes(ops: Sequence[Op]) -> set[Process]:
 def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     """One pass over ops in invoke order (each process's ops are sequential in it)."""
     lease = LeaseMath(max_drift)
-    retired = retired_processes(ops)
+    retired: set[Process] | None = None  # found on first need: releases across processes are rare
     done: list[Grant | None] = []
     open_pl: dict[tuple[Process, Any], _Open] = {}
-    # open grants of retired processes by (lock, token): a release with the token ends them
+    # open grants by (lock, token): a release with the token may end them (if their process
+    # is retired)
     open_token: dict[tuple[Any, int], list[_Open]] = {}
     last_pl: dict[tuple[Process, Any], int] = {}
     write_grant: dict[int, int] = {}
     writes: dict[str, list[Op]] = {}
     last_reads: dict[str, Op] = {}
-    no_lock = jobs = 0
+    no_lock = jobs = acquire_ops = leased = 0
 
     def close(g: _Open, at: int | float, by: str) -> None:
         if at < g.held_until:
@@ -170,8 +173,11 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                            first[2], g.expired_at, tuple(rest))
         if g.token is not None:
             same = open_token.get((g.lock, g.token))
-            if same is not None and g in same:
-                same.remove(g)
+            if same is not None:
+                if len(same) == 1 and same[0] is g:
+                    del open_token[(g.lock, g.token)]
+                elif g in same:
+                    same.remove(g)
 
     for op in ops:
         f = op.f
@@ -211,6 +217,10 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                     last_reads[rkey] = op
             continue
         if f == "acquire" or f == "release":
+            if f == "acquire":
+                acquire_ops += 1
+                if v.get("lease_ms") is not None:
+                    leased += 1
             lock = v.get("lock")
             if type(lock) is not str:
                 no_lock += f == "acquire"
@@ -224,8 +234,11 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 if tk is not None and op.type != "fail":
                     for other in list(open_token.get((lock, tk), ())):
                         if other.process != p:
-                            del open_pl[(other.process, lock)]
-                            close(other, op.time, "release-by-token")
+                            if retired is None:
+                                retired = retired_processes(ops)
+                            if other.process in retired:
+                                del open_pl[(other.process, lock)]
+                                close(other, op.time, "release-by-token")
             elif op.type == "ok":
                 ns = lease.ns(v.get("lease_ms"))
                 assert op.end_time is not None  # an ok op has completed
@@ -237,8 +250,12 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 done.append(None)
                 open_pl[key] = g
                 last_pl[key] = g.id
-                if g.token is not None and p in retired:
-                    open_token.setdefault((lock, g.token), []).append(g)
+                if g.token is not None:
+                    same = open_token.get((lock, g.token))
+                    if same is None:
+                        open_token[(lock, g.token)] = [g]
+                    else:
+                        same.append(g)
         elif f == "renew" and op.type == "ok":
             rlock = v.get("lock")
             cur = open_pl.get((p, rlock)) if type(rlock) is str else None
@@ -262,7 +279,8 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     for g in list(open_pl.values()):
         close(g, INF, "nothing")
     grants = [g for g in done if g is not None]
-    return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs)
+    return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs,
+                      acquire_ops, leased)
 
 
 # ---- reporting helpers shared by the checks ----

@@ -17,9 +17,9 @@ from __future__ import annotations
 import gc
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,7 +32,7 @@ from fencecheck.checker.base import (
     Op,
     Process,
 )
-from fencecheck.checker.reader import VALUES, check_value, decode_line
+from fencecheck.checker.reader import DECODER, VALUES, check_value, decode_line
 
 _CHECKED_FS = frozenset(VALUES)
 
@@ -51,6 +51,19 @@ def _check_order(src: str, lineno: int, index: int, expected: int) -> None:
         raise HistoryError(
             src, lineno, f"index: {index} out of sequence (expected {expected}: 0, 1, 2, ...)"
         )
+
+
+def _previous(path: Path, p: Process, lineno: int) -> tuple[int, int]:
+    """(time, line) of process p's last event before line `lineno` (for the message only)."""
+    found = (0, 0)
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            if n >= lineno:
+                break
+            d = DECODER.decode(raw)
+            if d.process == p:
+                found = (d.time, n)
+    return found
 
 
 def _backwards(src: str, lineno: int, p: Process, time: int, before: tuple[int, int]) -> None:
@@ -186,34 +199,7 @@ def read_events(path: Path) -> Iterator[Event]:
             yield e
 
 
-def _op_factory() -> Callable[..., Op]:
-    """Build Ops by setting their slots directly: a frozen dataclass's __init__ goes through
-    object.__setattr__ per field, which costs more than the decoding of a line's worth of JSON.
-    Falls back to the constructor if Op's fields are not the ones this was written for."""
-    names = ("process", "f", "type", "index", "time", "end_index", "end_time", "value", "error")
-    if tuple(f.name for f in fields(Op)) != names:
-        return Op
-    new = object.__new__
-    s0, s1, s2, s3, s4, s5, s6, s7, s8 = (getattr(Op, n).__set__ for n in names)
-
-    def make(process: Process, f: str, type_: str, index: int, time: int, end_index: int,
-             end_time: int, value: dict[str, Any] | None, error: str | None) -> Op:
-        op: Op = new(Op)
-        s0(op, process)
-        s1(op, f)
-        s2(op, type_)
-        s3(op, index)
-        s4(op, time)
-        s5(op, end_index)
-        s6(op, end_time)
-        s7(op, value)
-        s8(op, error)
-        return op
-
-    return make
-
-
-_make_op = _op_factory()
+_make_op = Op  # a msgspec Struct: its constructor is already the fast path
 
 
 @contextmanager
@@ -243,7 +229,7 @@ def load_ops(path: Path) -> list[Op]:
     # invokes waiting for completion: process -> (slot in ops, index, time, f, value, line)
     pending: dict[Process, tuple[int, int, int, str, dict[str, Any] | None, int]] = {}
     retired: set[Process] = set()
-    last: dict[Process, tuple[int, int]] = {}  # process -> (time, line) of its last event
+    last_time: dict[Process, int] = {}  # process -> the time of its last event
     ops: list[Op | None] = []
     lineno = 0
     nemesis = NEMESIS
@@ -265,19 +251,24 @@ def load_ops(path: Path) -> list[Op]:
             return e
         return HistoryError(src, lineno, "inconsistent pairing")  # not reached
 
+    fast = DECODER.decode
     with gc_paused(), open(path, "rb") as fh:
         for raw in fh:
-            d = decode(raw, src, lineno + 1)
             lineno += 1
+            try:
+                if not raw.isascii():
+                    raise ValueError("not ASCII")  # decode_line checks its UTF-8
+                d = fast(raw)
+            except Exception:
+                d = decode(raw, src, lineno)  # raises the exact problem, or decodes
             index = d.index
             time = d.time
             p = d.process
             if index != lineno - 1:
                 _check_order(src, lineno, index, lineno - 1)
-            before = last.get(p)
-            if before is not None and time < before[0]:
-                _backwards(src, lineno, p, time, before)
-            last[p] = (time, lineno)
+            if time < last_time.get(p, 0):
+                _backwards(src, lineno, p, time, _previous(path, p, lineno))
+            last_time[p] = time
             type_ = d.type
             f = d.f
             value = d.value

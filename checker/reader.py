@@ -71,7 +71,12 @@ def _what(e: msgspec.MsgspecError) -> tuple[str | None, str]:
 def decode_line(raw: bytes | str, src: str, lineno: int) -> Line:
     """One line as a `Line`, or HistoryError(src, lineno, "field: what")."""
     try:
+        if isinstance(raw, bytes) and not raw.isascii():
+            # msgspec skips the names of unknown fields without checking their UTF-8
+            raw.decode("utf-8")
         return DECODER.decode(raw)
+    except UnicodeDecodeError as e:
+        raise HistoryError(src, lineno, f"not UTF-8 text (byte {e.start} of the line)") from None
     except msgspec.MsgspecError as e:
         if not raw.strip():
             raise HistoryError(src, lineno, "empty line (one JSON object per line, no blank "

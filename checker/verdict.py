@@ -89,7 +89,12 @@ def judge(ops: Sequence[Op], *, max_drift: float = 0.01, model: str | None = Non
     from fencecheck.checker.analyze import analyze
 
     results = analyze(ops, max_drift=max_drift)
-    if model is None and leaseless_locks(ops):
+    st = results.stats
+    if "acquire_ops" in st:  # counted while building the grant table
+        leaseless = st["acquire_ops"] > 0 and st["acquires_with_lease"] == 0
+    else:
+        leaseless = leaseless_locks(ops)
+    if model is None and leaseless:
         model = "mutex"  # without leases only the model check can judge the locks
         results.stats["model_chosen"] = "mutex (the locks have no leases)"
     if model is not None:

@@ -128,14 +128,19 @@ def check(
 ) -> None:
     """Check a history for mutual-exclusion and fencing violations."""
     from fencecheck.checker.verdict import check_history
+    from fencecheck.cli_group import one_line_logging
+
+    one_line_logging()
 
     run_dir: Path | None = None
-    if path.is_dir():
-        run_dir = path
-        path = path / "history.jsonl"
-    if not path.exists():
-        fail(f"{path}: no such file")
     try:
+        if path.is_dir():
+            from fencecheck.rundir_check import history_inside
+
+            run_dir = path
+            path = history_inside(run_dir)
+        elif not path.exists():
+            fail(f"{path}: no such file")
         results = check_history(path, max_drift=max_drift, model=model, fmt=fmt,
                                 time_limit_s=time_limit)
     except CheckerError as e:
@@ -148,7 +153,14 @@ def check(
     data = results.to_json()
     text = json.dumps(data, indent=2)
     if run_dir is not None:
-        (run_dir / "results.json").write_text(text + "\n")
+        from fencecheck.rundir_check import rewrite
+
+        try:
+            warning = rewrite(run_dir, data)
+        except OSError as e:
+            fail(f"{run_dir}: results not written: {e.strerror or e}")
+        if warning is not None:
+            err.print(f"[yellow]warning:[/] {shown(warning)}", soft_wrap=True)
     if out_file is not None:
         try:
             out_file.write_text(text + "\n")
@@ -173,6 +185,20 @@ def check(
             if who := legend(load_names(run_dir), named):
                 out.print(f"  processes: {shown(who)}", soft_wrap=True)
     raise typer.Exit(results.exit_code)
+
+
+@app.command()
+def schema(
+    name: Annotated[str, typer.Argument(help="results (results.json) or history (one line of "
+                                             "history.jsonl)")],
+) -> None:
+    """Print the JSON Schema of results.json or of a history line."""
+    from fencecheck.checker.schemas import NAMES
+    from fencecheck.checker.schemas import schema as get
+
+    if name not in NAMES:
+        fail(f"schema: unknown name {name!r} (one of {', '.join(NAMES)})")
+    sys.stdout.write(json.dumps(get(name), indent=2) + "\n")
 
 
 def _options(items: list[str], option: str) -> dict[str, Any]:

@@ -6,6 +6,8 @@
   run it, or to list it in --help).
 - Usage errors (an unknown option, a bad value, a missing argument) are exit code 3 with one line
   on stderr: in this tool exit 2 means "unknown", and click's default for usage errors is 2.
+- Any other exception a command lets out is one line and exit 3, never a traceback
+  (`FENCECHECK_TRACEBACK=1` lets it through).
 - `shown(text)`: user text (a lock name, a path, an option value) made safe to print through
   rich: markup escaped, control and bidi characters shown as escapes, never sent to the terminal.
 """
@@ -13,6 +15,8 @@
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 import re
 import sys
 from typing import Any
@@ -47,6 +51,30 @@ def shown(text: object) -> str:
     from rich.markup import escape
 
     return escape(_UNSAFE.sub(_visible, str(text)))
+
+
+class _OneLine(logging.Formatter):
+    """A log record as one line: a crashed check is reported in the results, not as a
+    traceback on the terminal (-v logs in full)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            e = record.exc_info[1]
+            text += f" ({type(e).__name__}: {e})"
+        return f"warning: {_UNSAFE.sub(_visible, ' '.join(text.split()))}"
+
+
+def one_line_logging() -> None:
+    """Warnings of the checker on stderr, one line each, never a traceback."""
+    logger = logging.getLogger("fencecheck")
+    if any(isinstance(h.formatter, _OneLine) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(_OneLine())
+    handler.setLevel(logging.WARNING)
+    logger.addHandler(handler)
+    logger.propagate = False
 
 
 class LazyGroup(TyperGroup):
@@ -99,4 +127,20 @@ class LazyGroup(TyperGroup):
         except typer.Abort:
             sys.stderr.write("aborted\n")
             sys.exit(130)
-        sys.exit(rv if isinstance(rv, int) else 0)
+        except Exception as e:
+            # The last net under every command: a crash is not a verdict, and no command may
+            # end in a traceback (FENCECHECK_TRACEBACK=1 shows it, for a bug report).
+            if os.environ.get("FENCECHECK_TRACEBACK"):
+                raise
+            text = _UNSAFE.sub(_visible, " ".join(f"{type(e).__name__}: {e}".split()))
+            sys.stderr.write(f"error: {text} (an internal error; FENCECHECK_TRACEBACK=1 shows "
+                             "where)\n")
+            sys.exit(BAD_INPUT)
+        code = rv if isinstance(rv, int) else 0
+        search = sys.modules.get("fencecheck.checker.linear.search")
+        if search is not None and search.abandoned():
+            # a model search ran out of time: exit now rather than spend seconds freeing it
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        sys.exit(code)

@@ -25,6 +25,20 @@ from typing import Any, Final, Literal
 from fencecheck.checker.linear.models import ILLEGAL, Call, Model
 
 _CHECK_EVERY: Final = 4096  # iterations between deadline checks
+# What searches that ran out of time built: freeing a memo set of millions of configurations
+# takes seconds (one deallocation each), which would break the time limit's promise, so it is
+# kept here instead. `free_abandoned()` frees it when a caller can afford the time; the CLI
+# exits without freeing it at all.
+_ABANDONED: list[Any] = []
+
+
+def abandoned() -> bool:
+    """Whether a search that ran out of time left its memo set behind."""
+    return bool(_ABANDONED)
+
+
+def free_abandoned() -> None:
+    _ABANDONED.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +132,7 @@ def search(model: Model, entries: Sequence[Entry], deadline: float | None) -> Se
     while True:
         ticks += 1
         if deadline is not None and ticks % _CHECK_EVERY == 0 and time.monotonic() > deadline:
+            _ABANDONED.append((seen, path, best_path))
             return SearchResult("unknown", (), None, model.init, len(seen))
         if is_call[node]:
             op = node_op[node]

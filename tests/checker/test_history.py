@@ -37,7 +37,7 @@ BAD: list[tuple[str, list[str], int, str]] = [
     ("two-objects", [_line(2, 30, 0, "invoke", "release") + _line(3, 40, 0, "ok", "release")],
      3, "not valid JSON (trailing characters"),
     ("invalid-utf8", ['{"index": 2, "time": 30, "process": 0, "type": "invoke", "f": "\udcff"}'],
-     3, "invalid UTF-8"),
+     3, "not UTF-8 text"),
     ("nested-too-deep", [_line(2, 30, 0, "invoke", "write", {"v": "["}).replace(
         '"["', "[" * 100_000 + "]" * 100_000)], 3, "nested too deeply"),
     ("missing-field", [json.dumps({"index": 2, "process": 0, "type": "invoke", "f": "x"})], 3,

@@ -9,11 +9,11 @@ history is linearizable by construction; planting one wrong observation makes it
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from fencecheck.checker.base import Completion, Op
 from fencecheck.checker.linear import check_linearizable

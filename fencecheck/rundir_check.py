@@ -1,0 +1,66 @@
+"""`fencecheck check RUN_DIR`: judge a run directory again and rewrite its results and report.
+
+- The history is read only from inside the run directory: a `history.jsonl` that is a link to a
+  file outside it is refused (bad input), never followed.
+- `results.json` and `report.html` are rewritten together, each by a rename of a new file made in
+  the run directory (a link in their place is replaced, not written through). If the report
+  cannot be made, the old one is removed: a report is never left beside results it disagrees
+  with.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fencecheck.checker.base import CheckerError
+
+log = logging.getLogger(__name__)
+
+HISTORY = "history.jsonl"
+
+
+def history_inside(run_dir: Path) -> Path:
+    """The run's history file; CheckerError if it is missing or a link out of the directory."""
+    root = run_dir.resolve()
+    history = run_dir / HISTORY
+    if not history.exists() and not history.is_symlink():
+        raise CheckerError(f"{run_dir}: no {HISTORY} (not a run directory?)")
+    target = history.resolve()
+    if not target.is_relative_to(root):
+        raise CheckerError(f"{history}: a link out of the run directory (to {target}): "
+                           "not followed")
+    return target
+
+
+def _replace(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)  # replaces a link itself, never its target
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def rewrite(run_dir: Path, results: dict[str, Any]) -> str | None:
+    """Write results.json, then report.html from it; returns a warning if the report could not
+    be made (the stale one is removed then)."""
+    _replace(run_dir / "results.json", json.dumps(results, indent=2) + "\n")
+    report = run_dir / "report.html"
+    try:
+        from fencecheck.reports.html import write_report
+
+        write_report(run_dir)
+        return None
+    except Exception as e:  # the report is a view of the results: never keep a stale one
+        log.debug("report of %s", run_dir, exc_info=True)
+        if report.exists() or report.is_symlink():
+            report.unlink()
+        return f"report.html not written ({type(e).__name__}: {e}); the old one was removed"
