@@ -20,9 +20,10 @@ from fencecheck.checker.grants import Collector, GrantTable, build_grants, secon
 
 
 def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: list[int],
-               found: Collector) -> None:
+               found: Collector, starts: Sequence[int]) -> None:
     """`ws` are the key's accepted writes in invoke order; inv/ok/grant are their invoke and
-    completion times and grant ids (writes of no known grant have distinct negative ids)."""
+    completion times and grant ids (writes of no known grant have distinct negative ids);
+    `starts` are the grants' ok times by id."""
     n = len(ws)
     # suffix bests over ws[i:]: the smallest ok (b1), and the smallest of another grant (b2)
     big = 1 << 63
@@ -59,6 +60,7 @@ def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: lis
         a2 = next(i for i in range(bisect_right(inv, b_ok), n) if grant[i] == g)
         wa1, wb, wa2 = ws[a1], ws[b], ws[a2]
         tk = wa1.get("token")
+        stale, nxt = _episode(g, grant[b], starts)
         found.add(
             inv[a2], "interleaved-writes",
             f'{who(wa1.process)}\'s writes to key "{key}" under one grant of lock '
@@ -67,8 +69,18 @@ def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: lis
             f"{who(wb.process)}'s write under another grant was accepted "
             f"({seconds(inv[b])} to {seconds(b_ok)})",
             (op_ref(wa1), op_ref(wb), op_ref(wa2)), key=key,
-            stale_grant=g, next_grant=grant[b] if grant[b] >= 0 else None,
+            stale_grant=stale, next_grant=nxt,
         )
+
+
+def _episode(a: int, b: int, starts: Sequence[int]) -> tuple[int, int | None]:
+    """Which of the two grants went stale: the one granted first. Whether its writes were split
+    by the newer holder's, or its own late write split the newer holder's, the story is the
+    same: the older grant outlived its lease."""
+    if b < 0:
+        return a, None
+    old, new = sorted((a, b), key=lambda g: (starts[g], g))
+    return old, new
 
 
 def exclusion(ops: Sequence[Op], *, max_drift: float = 0.01,
@@ -78,13 +90,15 @@ def exclusion(ops: Sequence[Op], *, max_drift: float = 0.01,
     owner = table.write_grant
     found = Collector()
     orphans = accepted = 0
+    starts = [g.start for g in table.grants]
     for key, ws in table.writes.items():
         grant = [owner.get(w.index, -1 - w.index) for w in ws]
         orphans += sum(1 for g in grant if g < 0)
         accepted += len(ws)
         # accepted writes have completed, so end_time is set
         ok = [w.end_time for w in ws]
-        _check_key(key, ws, [w.time for w in ws], ok, grant, found)  # type: ignore[arg-type]
+        _check_key(key, ws, [w.time for w in ws], ok, grant, found,  # type: ignore[arg-type]
+                   starts)
     details = found.details()
     details["accepted_writes"] = accepted
     details["writes_without_grant"] = orphans

@@ -2,7 +2,7 @@
 
 Each violation the lock checks report names the grant it follows from (`Violation.stale_grant`):
 the earlier grant of a double-grant or a token regression, the grant whose write was accepted
-stale, the grant whose writes another grant's write came between. Violations with the same
+stale, the older of the two grants whose writes interleaved. Violations with the same
 stale grant form one incident, numbered 1, 2, ... in order of that grant's ok time. An incident
 also names the fault window that overlapped the grant (from the nemesis' `start-X`/`stop-X`
 ops), the grant that came next, and a plain paragraph. Violations that no single grant explains
@@ -88,7 +88,7 @@ def _story(stale: Grant, end: int | None, fault: FaultWindow | None, nxt: Grant 
     parts.append("; nothing in the history ends its lease." if end is None
                  else f"; it was surely held until {seconds(end)}.")
     if fault is not None:
-        detail = "" if fault.value in (None, {}) else f" ({json.dumps(fault.value, default=str)})"
+        detail = _fault_detail(fault.value)
         until = ("and was never healed" if fault.end_ns is None
                  else f"to {seconds(fault.end_ns)}")
         parts.append(f" A {fault.f} fault{detail} from {seconds(fault.start_ns)} {until} "
@@ -99,6 +99,20 @@ def _story(stale: Grant, end: int | None, fault: FaultWindow | None, nxt: Grant 
     followed = ", ".join(f"{n} {kind}" for kind, n in counts.items())
     parts.append(f" What followed: {followed}.")
     return "".join(parts)
+
+
+def _fault_detail(value: Any) -> str:
+    """Whom a fault hit, in words where the nemesis named them ("of c2", "on n1, n3")."""
+    if value in (None, {}):
+        return ""
+    if isinstance(value, dict):
+        for key, word in (("targets", "of"), ("nodes", "on"), ("holder", "of")):
+            names = value.get(key)
+            if isinstance(names, str):
+                names = [names]
+            if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+                return f" {word} {', '.join(names)}"
+    return f" ({json.dumps(value, default=str)})"
 
 
 def _op_json(g: Grant) -> dict[str, Any]:
