@@ -166,7 +166,7 @@ def run(
     client_opt: Annotated[list[str] | None, typer.Option("--client-opt", help="KEY=VALUE for the lock client (repeatable; VALUE parsed as JSON where it can be)")] = None,
     workload: Annotated[str, typer.Option(help="lock, leader or cron")] = "lock",
     idempotent: Annotated[bool, typer.Option(help="cron: the resource deduplicates by job id")] = False,
-    nemesis: Annotated[str, typer.Option(help="comma-separated: none, pause, partition, kill, clock, failover")] = "pause",
+    nemesis: Annotated[str, typer.Option(help="comma-separated: none, pause, partition, kill, clock, failover, delay, delay-service")] = "pause",
     fencing: Annotated[str, typer.Option(help="on: the resource rejects stale tokens; off: accepts all")] = "off",
     time_limit: Annotated[float, typer.Option("--time-limit", help="seconds of workload")] = 30.0,
     concurrency: Annotated[int, typer.Option(help="client worker processes")] = 5,

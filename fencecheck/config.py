@@ -12,7 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Backend = Literal["redis", "redlock", "redis-sentinel", "etcd", "zookeeper"]
-Fault = Literal["none", "pause", "partition", "kill", "clock", "failover"]
+Fault = Literal["none", "pause", "partition", "kill", "clock", "failover", "delay",
+                "delay-service"]
 PauseTarget = Literal["holder", "random", "server"]
 
 DEFAULT_CLIENT: dict[str, str] = {
@@ -99,6 +100,8 @@ class RunConfig(BaseModel):
             raise ValueError("hosts: --runtime ssh needs --hosts h1,h2,...")
         if "failover" in self.nemesis and self.backend != "redis-sentinel":
             raise ValueError("nemesis: failover needs --backend redis-sentinel")
+        if self.runtime == "ssh" and {"delay", "delay-service"} & set(self.nemesis):
+            raise ValueError("nemesis: delay needs clients on this host (--runtime netns/docker)")
         if self.store.exists() and not self.store.is_dir():
             raise ValueError(f"store: {self.store} exists and is not a directory")
         return self

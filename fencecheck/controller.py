@@ -25,6 +25,7 @@ from fencecheck.clusters.base import Cluster, LockService, Remote
 from fencecheck.clusters.base import Pausable as PausableService
 from fencecheck.clusters.nemesis import PauseNemesis, PauseTarget, process_target
 from fencecheck.config import ConfigError, RunConfig
+from fencecheck.delays import setup_delays
 from fencecheck.merge import merge_logs
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.schedule import EventLog, run_schedule
@@ -170,6 +171,8 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
         progress(Progress(f"starting resource {cfg.resource}"))
         ropts = _start_resource(cfg, cluster, service, run_dir, stack)
         copts = backends.client_options(cfg, service)
+        ropts, copts, delays = setup_delays(cfg, cluster, run_dir, runtime.ledger, ropts, copts,
+                                            stack)
         ready_s = time.monotonic() - setup_start
         log.info("cluster ready in %.2f s", ready_s)
 
@@ -186,6 +189,7 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
 
         nemeses = _make_nemeses(cfg, service, workers, servers, clock, cluster,
                                 random.Random(cfg.seed + 1), runtime.ledger, run_id)
+        nemeses.update(delays)
         for nem in nemeses.values():
             stack.callback(nem.heal)
         run_schedule(cfg, rng, workers, nemeses, nemesis_log, progress, servers)

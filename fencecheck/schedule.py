@@ -60,7 +60,7 @@ class _Schedule:
     def hold(self, fault: str) -> float:
         if self.cfg.fault_duration_s is not None:
             lo, hi = self.cfg.fault_duration_s
-        elif fault == "pause":
+        elif fault in ("pause", "delay", "delay-service"):  # both must outlast the lease
             lo, hi = self.cfg.pause_duration_s
         elif fault == "kill":
             # Restart inside the lease: a server that lost its keys (no persistence) is back
