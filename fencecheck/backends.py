@@ -26,10 +26,10 @@ SERVICES: dict[str, str] = {
 
 # The clients a backend can drive (the first is its default).
 CLIENTS: dict[str, tuple[str, ...]] = {
-    "redis": ("redis-setnx", "redis-py", "redis-lease"),
+    "redis": ("redis-setnx", "redis-py", "redis-lease", "redis-setnx-careless"),
     "redlock": ("redlock-ref", "redlock"),
     "redis-sentinel": ("redis-sentinel",),
-    "etcd": ("etcd", "etcd-election"),
+    "etcd": ("etcd", "etcd-election", "etcd-careless"),
     "zookeeper": ("zookeeper", "zookeeper-election"),
 }
 

@@ -25,6 +25,9 @@ CLIENTS: dict[str, str] = {
     "redis-sentinel": "fencecheck.workloads.sentinel_client:SentinelSetnxClient",
     "etcd": "fencecheck.workloads.etcd_client:EtcdClient",
     "zookeeper": "fencecheck.workloads.zk_client:ZkClient",
+    # careless variants (workloads/careless.py)
+    "redis-setnx-careless": "fencecheck.workloads.careless:CarelessSetnxClient",
+    "etcd-careless": "fencecheck.workloads.careless:CarelessEtcdClient",
     # leader elections (the `leader` workload)
     "etcd-election": "fencecheck.workloads.leader_clients:EtcdElectionClient",
     "zookeeper-election": "fencecheck.workloads.leader_clients:ZkElectionClient",

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.clusters.delay import DelayNemesis, DelayProxies, ProxyHandle
 from fencecheck.clusters.base import NemesisOp
+from fencecheck.clusters.delay import DelayNemesis, DelayProxies, ProxyHandle
 
 
 class _Recorder(socketserver.ThreadingTCPServer):
