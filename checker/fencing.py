@@ -83,7 +83,7 @@ def _stale_writes(table: GrantTable, found: Collector,
                     f"{who(w2.process)}'s write with token {token[i]} was accepted at "
                     f"{seconds(ok[i])} although the resource had already accepted token "
                     f"{token[top]} at {seconds(ok[top])} (from {who(w1.process)})"
-                    + careless.stale_write(w2.process, token[i], w2.time),
+                    + careless.stale_write(w2.process, token[i], w2.time, w2.get("lock")),
                     (op_ref(w1), op_ref(w2)), key=key,
                 )
     return judged, untokened
