@@ -122,7 +122,7 @@ class Cluster:
 
 
 class Runtime(Protocol):
-    """Makes and removes nodes. `setup` records every resource in the run's store before it
+    """Makes and removes nodes. `setup` records every resource in the run's ledger before it
     creates it; `teardown` is idempotent and removes exactly what was recorded."""
 
     name: str
@@ -149,7 +149,7 @@ class LockService(Protocol):
 
     name: str
 
-    def setup(self, nodes: Mapping[str, Remote], store: Path) -> None: ...
+    def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None: ...
 
     def endpoints(self) -> list[str]:
         """Addresses clients connect to, e.g. ["10.77.0.2:6379"]."""
@@ -175,7 +175,8 @@ class Killable(Protocol):
 @runtime_checkable
 class LogFiles(Protocol):
     def log_files(self) -> dict[str, list[Path]]:
-        """node -> log files already under the store (collected on teardown at the latest)."""
+        """node -> log files already under the run directory (collected on teardown at the
+        latest)."""
         ...
 
 
@@ -207,3 +208,22 @@ class NoopNemesis:
 
     def heal(self) -> None:
         return None
+
+
+@runtime_checkable
+class ClientOptions(Protocol):
+    """A service whose clients need more than its endpoints (e.g. Sentinel's master name)."""
+
+    def client_options(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class InNamespace(Protocol):
+    """A node whose commands run inside a network namespace of this host (None: the host's)."""
+
+    namespace: str | None
+
+
+def namespace_of(remote: object) -> str | None:
+    """The network namespace a node lives in, if it declares one."""
+    return remote.namespace if isinstance(remote, InNamespace) else None

@@ -1,4 +1,4 @@
-"""The delay proxy (clusters/proxy.py) against a real TCP server: traffic flows, a hold keeps
+"""The delay proxy (clusters/faults/proxy.py) against a real TCP server: traffic flows, a hold keeps
 every byte (in order, both ways) until the release, a request whose sender hung up still lands
 late, and a stop while holding drops and says so. The proxy runs as its own process, controlled
 by signals and acknowledged through its state file, exactly as a run drives it."""
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fencecheck.clusters.base import NemesisOp
-from fencecheck.clusters.delay import DelayNemesis, DelayProxies, ProxyHandle
+from fencecheck.clusters.faults.delay import DelayNemesis, DelayProxies, ProxyHandle
 
 
 class _Recorder(socketserver.ThreadingTCPServer):
@@ -62,7 +62,7 @@ def proxy(tmp_path: Path, server: _Recorder) -> Iterator[tuple[ProxyHandle, int]
     port = _free_port()
     target = f"127.0.0.1:{server.server_address[1]}"
     state = tmp_path / "proxy.json"
-    proc = subprocess.Popen([sys.executable, "-m", "fencecheck.clusters.proxy", "--state",
+    proc = subprocess.Popen([sys.executable, "-m", "fencecheck.clusters.faults.proxy", "--state",
                              str(state), f"--route=127.0.0.1:{port}={target}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     handle = ProxyHandle("c1", proc, state)

@@ -1,0 +1,165 @@
+"""Daemon bookkeeping shared by the services: stopping one daemon, starting one marked and
+recorded in the run's ledger, and `NodeDaemons`, a mixin for a service with one daemon per node
+(pause, resume, kill, stop all).
+
+`ProcessLedger` is the part of the run's ledger (clusters/cleaner.py `Ledger`) a service needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from fencecheck.clusters.base import ClusterError, Daemon, Remote
+
+log = logging.getLogger(__name__)
+
+
+class ProcessLedger(Protocol):
+    """What a service needs of the run's ledger (clusters/cleaner.py `Ledger`): an environment
+    marker for every process, and a record of each started pid."""
+
+    def env(self) -> dict[str, str]: ...
+
+    def record_process(self, node: str, name: str, pid: int) -> None: ...
+
+
+def stop_daemon(remote: Remote, daemon: Daemon, sig: signal.Signals, wait_s: float) -> bool:
+    """Send sig (after SIGCONT: a stopped process cannot act on SIGTERM), wait up to wait_s for
+    it to exit, then SIGKILL. Returns True if it exited before the SIGKILL (or was already
+    gone); raises ClusterError if it survives the SIGKILL for 5 s."""
+    if not remote.alive(daemon.pid):
+        return True
+    remote.signal(daemon.pid, signal.SIGCONT)
+    remote.signal(daemon.pid, sig)
+    if _wait_gone(remote, daemon, wait_s):
+        return True
+    if sig != signal.SIGKILL:
+        log.warning("%s: %s pid %d ignored %s for %.1f s; SIGKILL", daemon.node, daemon.name,
+                    daemon.pid, sig.name, wait_s)
+    remote.signal(daemon.pid, signal.SIGKILL)
+    if not _wait_gone(remote, daemon, 5.0):
+        raise ClusterError(f"{daemon.node}: {daemon.name} (pid {daemon.pid}) survived SIGKILL")
+    return False
+
+
+def _wait_gone(remote: Remote, daemon: Daemon, wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while remote.alive(daemon.pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def start_recorded(
+    remote: Remote,
+    node: str,
+    name: str,
+    argv: Sequence[str],
+    *,
+    log: Path,
+    env: Mapping[str, str] | None = None,
+    ledger: ProcessLedger | None = None,
+) -> Daemon:
+    """Start a daemon with env plus the ledger's marker, and record its pid in the ledger (so
+    that the run's teardown finds it even after a crash)."""
+    full = {**(env or {}), **(ledger.env() if ledger is not None else {})}
+    daemon = remote.start_daemon(name, argv, log=log, env=full or None)
+    if ledger is not None:
+        ledger.record_process(node, name, daemon.pid)
+    return daemon
+
+
+class NodeDaemons:
+    """Mixin for a service with at most one daemon per node, in `self.daemons` (node name ->
+    Daemon) and run on `self.nodes[node]`, with its files under `<run dir>/nodes/<node>/`. A node
+    missing from `daemons` is killed (or was never started): pause and resume are no-ops there,
+    since a nemesis may overlap pause and kill."""
+
+    name: str
+    nodes: dict[str, Remote]
+    daemons: dict[str, Daemon]
+    env_for: Callable[[str], Mapping[str, str]] | None
+    ledger: ProcessLedger | None
+
+    def init_daemons(
+        self,
+        node_count: int | None,
+        env_for: Callable[[str], Mapping[str, str]] | None,
+        ledger: ProcessLedger | None,
+        keep_data: bool,
+    ) -> None:
+        """Set the bookkeeping attributes (call from __init__)."""
+        self.node_count = node_count  # None: as many members as setup is given
+        self.env_for = env_for
+        self.ledger = ledger
+        self.keep_data = keep_data
+        self.nodes = {}
+        self.run_dir: Path | None = None
+        self.daemons = {}
+        self.ready_s: float | None = None  # measured time from start to a ready service
+
+    def adopt_nodes(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
+        """Take setup's nodes and store, refusing a node count other than the one asked for."""
+        if self.node_count is not None and len(nodes) != self.node_count:
+            raise ClusterError(f"{self.name}: want {self.node_count} nodes, got {len(nodes)}")
+        self.nodes = dict(nodes)
+        self.run_dir = run_dir
+
+    def _node_dir(self, node: str) -> Path:
+        if self.run_dir is None:
+            raise ClusterError(f"{self.name}: not set up")
+        return self.run_dir / "nodes" / node
+
+    def check_exited(self, nodes: list[str], log_name: str) -> None:
+        """While waiting for readiness: fail at once if a node's daemon has exited."""
+        for n in nodes:
+            if n in self.daemons and not self.running(n):
+                raise ClusterError(f"{self.name} on {n} exited; see {self._node_dir(n)}/{log_name}")
+
+    def pause(self, node: str) -> None:
+        """SIGSTOP the node's daemon; a no-op while it is killed."""
+        if node in self.daemons:
+            self.nodes[node].signal(self.daemons[node].pid, signal.SIGSTOP)
+
+    def resume(self, node: str) -> None:
+        if node in self.daemons:
+            self.nodes[node].signal(self.daemons[node].pid, signal.SIGCONT)
+
+    def kill(self, node: str) -> None:
+        """SIGKILL the node's daemon and wait until it is gone (so a restart can bind)."""
+        daemon = self.daemons.pop(node, None)
+        if daemon is not None:
+            stop_daemon(self.nodes[node], daemon, signal.SIGKILL, wait_s=5.0)
+
+    def running(self, node: str) -> bool:
+        """True if the node has a daemon and it is alive."""
+        return node in self.daemons and self.nodes[node].alive(self.daemons[node].pid)
+
+    def stop_all(
+        self, what: str, sig: signal.Signals = signal.SIGTERM, wait_s: float = 5.0
+    ) -> None:
+        """Stop every daemon, keep going past failures, and raise them together as one
+        ClusterError ("<what> teardown: ..."). Idempotent: stopped daemons are forgotten."""
+        errors: list[str] = []
+        for node, daemon in list(self.daemons.items()):
+            try:
+                stop_daemon(self.nodes[node], daemon, sig, wait_s=wait_s)
+            except ClusterError as e:
+                errors.append(str(e))
+            else:
+                del self.daemons[node]
+        if errors:
+            raise ClusterError(f"{what} teardown: " + "; ".join(errors))
+
+    def start_node_daemon(self, node: str, name: str, argv: Sequence[str], log: Path) -> None:
+        """Start the node's daemon with `env_for(node)` and the ledger's marker."""
+        env = self.env_for(node) if self.env_for is not None else None
+        self.daemons[node] = start_recorded(
+            self.nodes[node], node, name, argv, log=log, env=env, ledger=self.ledger
+        )
