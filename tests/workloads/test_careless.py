@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fencecheck.clusters.etcd import EtcdService
+from fencecheck.clusters.services.etcd import EtcdService
 from fencecheck.workloads.base import DefiniteFailure, WorkloadError
 from fencecheck.workloads.careless import CarelessEtcdClient, CarelessSetnxClient, careless_steps
 from fencecheck.workloads.redis_clients import SetnxClient
