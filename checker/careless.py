@@ -48,11 +48,15 @@ class CarelessSteps:
 
     def double_grant(self, held: Grant, later: Grant) -> str:
         """Why `later` could be granted while `held` was surely held, if a careless step says."""
-        if held.token is not None:
-            for op in self.deletes.get((held.lock, held.token), []):
+        # Either grant's lock may have been deleted: the later ok can be the earlier grant in
+        # the service's order (a slow reply), as token order shows.
+        for g in (held, later):
+            if g.token is None:
+                continue
+            for op in self.deletes.get((g.lock, g.token), []):
                 if op.time <= later.start:
                     return (f"; {who(op.process)}'s release at {seconds(op.time)} deleted the lock "
-                            f"held by {who(held.process)} ({tok(held.token)}) without checking "
+                            f"held by {who(g.process)} ({tok(g.token)}) without checking "
                             "its token")
         for a, b in ((later, held), (held, later)):
             if b.token is None:
