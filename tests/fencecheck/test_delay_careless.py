@@ -5,13 +5,15 @@ and the fenced store in network namespaces. Short runs, fixed seeds."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import fencecheck_argv, processes_matching
+from tests.conftest import fc_namespaces, fencecheck_argv, processes_matching
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 
@@ -62,6 +64,46 @@ def test_a_fenced_store_rejects_the_late_write(tmp_path: Path) -> None:
     assert code == 0, results
     assert results["stats"]["writes_rejected_by_fence"] > 0, results["stats"]
     assert any(e["f"] == "stop-delay" for e in history(run_dir))
+
+
+def test_a_sigint_mid_delay_releases_stops_the_proxies_and_keeps_the_history(
+        tmp_path: Path) -> None:
+    proc = subprocess.Popen(fencecheck_argv("run", "--store", str(tmp_path), "--nemesis",
+                                            "delay", "--time-limit", "60", "--lease-ms", "1000",
+                                            "--seed", "2"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dir: Path | None = None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            runs = list(tmp_path.glob("*/latest"))
+            nlog = runs[0] / "nemesis.jsonl" if runs else None
+            if nlog and nlog.exists() and '"ok","f":"start-delay"' in nlog.read_text():
+                run_dir = runs[0].resolve()
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("no delay started within 60 s")
+        assert processes_matching("fencecheck.clusters.faults.proxy --state " + str(run_dir))
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:  # failed before the signal: leave nothing of this run behind
+            proc.kill()
+            proc.wait()
+            if run_dir is not None:
+                rid = json.loads((run_dir / "test.json").read_text())["run_id"]
+                subprocess.run(fencecheck_argv("teardown", "--run", rid), capture_output=True,
+                               timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT, out + err
+    assert "Traceback" not in err
+    assert run_dir is not None
+    assert not processes_matching(str(tmp_path)), "proxies, workers, store: all gone"
+    assert not fc_namespaces(json.loads((run_dir / "test.json").read_text())["run_id"])
+    # the heal released the hold before the proxies were stopped
+    states = [json.loads(p.read_text()) for p in run_dir.glob("nodes/c*/proxy-resource.json")]
+    assert states and all(st["held"] is False for st in states), states
+    assert any(e["f"] == "start-delay" for e in history(run_dir))
 
 
 CARELESS = ("--renew", "--nemesis", "pause", "--time-limit", "20", "--lease-ms", "1000",
