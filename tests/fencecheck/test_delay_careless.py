@@ -163,3 +163,19 @@ def test_delay_on_docker(docker_image: str, tmp_path: Path, fencing: str) -> Non
     assert any(e["f"] == "stop-delay" and e["type"] == "ok" for e in history(run_dir))
     rid = json.loads((run_dir / "test.json").read_text())["run_id"]
     assert left_by(rid) == []
+
+
+ETCD_CARELESS = ("--backend", "etcd", "--renew", "--nemesis", "pause", "--time-limit", "20",
+                 "--lease-ms", "2000", "--seed", "1", "--fencing", "off")
+
+
+def test_careless_etcd_grants_twice_where_the_strict_etcd_client_does_not(
+        tmp_path: Path) -> None:
+    _, strict, _ = run(tmp_path / "strict", "--client", "etcd", *ETCD_CARELESS)
+    code, careless, _ = run(tmp_path / "careless", "--client", "etcd-careless", *ETCD_CARELESS)
+    assert "double-grant" not in kinds(strict), strict
+    assert code == 1
+    doubles = [v for v in violations(careless) if v["kind"] == "double-grant"]
+    assert doubles, careless
+    named = ("'s release at", "'s renew at")
+    assert all(any(s in v["explanation"] for s in named) for v in doubles), doubles
