@@ -66,6 +66,17 @@ def test_a_fenced_store_rejects_the_late_write(tmp_path: Path) -> None:
     assert any(e["f"] == "stop-delay" for e in history(run_dir))
 
 
+def test_a_renewal_delayed_past_its_lease_on_the_service_path_is_harmless_when_fenced(
+        tmp_path: Path) -> None:
+    code, results, run_dir = run(tmp_path, "--nemesis", "delay-service", "--renew",
+                                 "--fencing", "on", "--time-limit", "15", "--lease-ms", "1000",
+                                 "--seed", "1")
+    assert code == 0, results
+    stops = [e for e in history(run_dir) if e["f"] == "stop-delay-service" and e["type"] == "ok"]
+    assert stops and all(s["value"]["path"] == "service" for s in stops)
+    assert sum(s["value"]["late_bytes"] for s in stops) > 0, "held requests were delivered late"
+
+
 def test_a_sigint_mid_delay_releases_stops_the_proxies_and_keeps_the_history(
         tmp_path: Path) -> None:
     proc = subprocess.Popen(fencecheck_argv("run", "--store", str(tmp_path), "--nemesis",
