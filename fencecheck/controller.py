@@ -1,5 +1,7 @@
 """Runs one test end to end: nodes, lock service, resource, workers, nemesis schedule, heal,
-final read, teardown, merged history, checks, results, report.
+final read, teardown, merged history, checks, results, report. What to start and which faults
+come from the plan (fencecheck/plan.py); the parts that start them are injected (`Parts`), so
+the order of setup and teardown is unit-tested with in-memory fakes.
 
 Cleanup goes through one ExitStack: every undo is registered before its do, undo is
 idempotent, and SIGINT/SIGTERM unwind the stack (a second signal is noted and ignored so that
