@@ -117,6 +117,37 @@ def test_a_sigint_mid_delay_releases_stops_the_proxies_and_keeps_the_history(
     assert any(e["f"] == "start-delay" for e in history(run_dir))
 
 
+def test_the_proxies_of_a_killed_run_are_removed_by_teardown(tmp_path: Path) -> None:
+    proc = subprocess.Popen(fencecheck_argv("run", "--store", str(tmp_path), "--nemesis",
+                                            "delay", "--time-limit", "60", "--lease-ms", "1000",
+                                            "--seed", "3"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir: Path | None = None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and run_dir is None:
+            runs = list(tmp_path.glob("*/latest"))
+            nlog = runs[0] / "nemesis.jsonl" if runs else None
+            if nlog and nlog.exists() and '"ok","f":"start-delay"' in nlog.read_text():
+                run_dir = runs[0].resolve()
+            time.sleep(0.1)
+    finally:
+        proc.kill()  # SIGKILL: no cleanup of its own
+        proc.wait()
+        runs = list(tmp_path.glob("*/latest"))
+        started = runs[0].resolve() if runs else None
+        left = bool(started) and processes_matching(f"faults.proxy --state {started}")
+        rid = json.loads((started / "test.json").read_text())["run_id"] if started else ""
+        if rid:
+            r = subprocess.run(fencecheck_argv("teardown", "--run", rid),
+                               capture_output=True, text=True, timeout=120)
+    assert run_dir is not None, "the run never started a delay"
+    assert left, "the killed run's proxies should outlive it until teardown"
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not processes_matching(str(tmp_path))
+    assert not fc_namespaces(rid)
+
+
 CARELESS = ("--renew", "--nemesis", "pause", "--time-limit", "20", "--lease-ms", "1000",
             "--seed", "1")
 
