@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fencecheck.checker.base import CheckResult, Op, op_ref
+from fencecheck.checker.careless import CarelessSteps
 from fencecheck.checker.grants import Collector, Grant, GrantTable, build_grants, seconds, who
 
 
@@ -47,7 +48,8 @@ def _regressions(table: GrantTable, found: Collector) -> tuple[int, int]:
     return sum(len(v) for v in by_lock.values()), untokened
 
 
-def _stale_writes(table: GrantTable, found: Collector) -> tuple[int, int]:
+def _stale_writes(table: GrantTable, found: Collector,
+                  careless: CarelessSteps) -> tuple[int, int]:
     judged = untokened = 0
     for key, accepted in table.writes.items():
         ws: list[Op] = []
@@ -80,7 +82,8 @@ def _stale_writes(table: GrantTable, found: Collector) -> tuple[int, int]:
                     ok[i], "stale-write-accepted",
                     f"{who(w2.process)}'s write with token {token[i]} was accepted at "
                     f"{seconds(ok[i])} although the resource had already accepted token "
-                    f"{token[top]} at {seconds(ok[top])} (from {who(w1.process)})",
+                    f"{token[top]} at {seconds(ok[top])} (from {who(w1.process)})"
+                    + careless.stale_write(w2.process, token[i], w2.time, w2.get("lock")),
                     (op_ref(w1), op_ref(w2)), key=key,
                     stale_grant=table.write_grant.get(w2.index),
                     next_grant=table.write_grant.get(w1.index),
@@ -94,7 +97,7 @@ def fencing(ops: Sequence[Op], *, max_drift: float = 0.01,
     table = grants if grants is not None else build_grants(ops, max_drift=max_drift)
     found = Collector()
     judged_grants, untokened_grants = _regressions(table, found)
-    judged_writes, untokened_writes = _stale_writes(table, found)
+    judged_writes, untokened_writes = _stale_writes(table, found, CarelessSteps(ops))
     details = found.details()
     details.update(
         grants_with_token=judged_grants, grants_without_token=untokened_grants,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fencecheck.checker.base import CheckResult, Op
+from fencecheck.checker.careless import CarelessSteps
 from fencecheck.checker.grants import Collector, Grant, GrantTable, build_grants, seconds, tok, who
 
 _Stretch = tuple[int, float, str, Grant]  # start, end, ended_by, grant
@@ -39,6 +40,7 @@ def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
             if start < end:
                 by_lock.setdefault(g.lock, []).append((start, end, by, g))
     found = Collector()
+    careless = CarelessSteps(ops)  # explanation hook only (checker/careless.py)
     for lock, stretches in by_lock.items():
         stretches.sort(key=lambda s: s[0])
         reach: _Stretch | None = None
@@ -52,7 +54,8 @@ def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
                     start, "double-grant",
                     f'{who(g.process)} was granted lock "{lock}" ({tok(g.token)}) at '
                     f"{seconds(g.start)}{again} while {who(r.process)}'s grant ({tok(r.token)}) "
-                    f"from {seconds(r.start)} was surely held {_ending(reach)}",
+                    f"from {seconds(r.start)} was surely held {_ending(reach)}"
+                    + careless.double_grant(r, g),
                     (r.ref, g.ref), lock=lock, stale_grant=r.id, next_grant=g.id,
                 )
             if reach is None or end > reach[1]:

@@ -16,6 +16,8 @@ BACKEND = BackendDescriptor(
         # etcd's Go concurrency.Mutex, a program built by scripts/build-clients.sh
         ClientDescriptor("etcd-go", "fencecheck.workloads.third_party:EtcdGoClient",
                          token="the lock key's create revision", workloads=frozenset({"lock"})),
+        ClientDescriptor("etcd-careless", "fencecheck.workloads.careless:CarelessEtcdClient",
+                         token="as etcd (--client-opt careless=STEP,...)"),
     ),
     token="create revision",
     nodes=3,

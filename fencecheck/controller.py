@@ -23,7 +23,13 @@ from fencecheck import backends
 from fencecheck.checker.base import Results
 from fencecheck.clusters.base import Cluster, LockService
 from fencecheck.config import RunConfig
-from fencecheck.faults.base import Fault, FaultContext, FaultOptions, ServiceEnv
+from fencecheck.faults.base import (
+    ClientRoutes,
+    Fault,
+    FaultContext,
+    FaultOptions,
+    ServiceEnv,
+)
 from fencecheck.merge import merge_logs
 from fencecheck.plan import REAL_PARTS, Parts, RunPlan, make_plan
 from fencecheck.progress import Progress, ProgressFn
@@ -166,6 +172,9 @@ def _drive(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str, t0_ns: int,
         progress(Progress(f"starting resource {cfg.resource}"))
         ropts = _start_resource(plan, parts, cluster, service, run_dir, stack)
         copts = backends.client_options(cfg, service)
+        for fault in faults.values():
+            if isinstance(fault, ClientRoutes):
+                ropts, copts = fault.route(cluster, stack, runtime.ledger, ropts, copts)
         ready_s = time.monotonic() - setup_start
         log.info("cluster ready in %.2f s", ready_s)
 

@@ -7,8 +7,9 @@ connection lost mid-request) raises `Indeterminate` (recorded `info`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 class WorkloadError(Exception):
@@ -41,7 +42,9 @@ class StaleToken(DefiniteFailure):
 @dataclass(frozen=True, slots=True)
 class Grant:
     """A held lock. `token` is the fencing token, or None where the backend has none; `handle`
-    is the client's private state (owner value, lease id, recipe object)."""
+    is the client's private state (owner value, lease id, recipe object); `evidence` is what
+    the service reported doing beyond the grant (a careless renew names the lock it extended),
+    recorded in the operation's ok value."""
 
     lock: str
     token: int | None
@@ -50,6 +53,7 @@ class Grant:
     # time.monotonic_ns() when the winning attempt was sent, for clients that retry inside one
     # acquire: the lease cannot have started before it (the checker counts from it)
     attempt_ns: int | None = None
+    evidence: Mapping[str, Any] | None = None
 
 
 class LockClient(Protocol):
@@ -66,11 +70,21 @@ class LockClient(Protocol):
         """Extend the lease. DefiniteFailure if the lock is surely no longer ours."""
         ...
 
-    def release(self, grant: Grant) -> None:
-        """Give the lock up (only if still ours)."""
+    def release(self, grant: Grant) -> Mapping[str, Any] | None:
+        """Give the lock up (only if still ours). May return evidence of what it removed (a
+        careless release names the lock it deleted), recorded in the ok value."""
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Careless(Protocol):
+    """A client that skips some of a lock's disciplines on purpose (workloads/careless.py);
+    `careless` names the skipped steps, which the worker follows too (it keeps working after a
+    failed renewal only if "work-after-failed-renew" is among them)."""
+
+    careless: frozenset[str]
 
 
 class Resource(Protocol):

@@ -293,7 +293,7 @@ class EtcdClient:
             raise DefiniteFailure("lease-expired", f"lease {handle.lease_id}")
         return Grant(grant.lock, grant.token, lease_ms, handle)
 
-    def release(self, grant: Grant) -> None:
+    def release(self, grant: Grant) -> Mapping[str, Any] | None:
         handle = etcd_handle(grant)
         try:
             self.gw.post("/v3/lease/revoke", {"ID": handle.lease_id})
@@ -303,6 +303,7 @@ class EtcdClient:
             raise gateway_failure(e, "revoke") from None
         except (Refused, Uncertain) as e:
             raise gateway_failure(e, "revoke") from None
+        return None
 
     def close(self) -> None:
         self.gw.close()

@@ -203,12 +203,13 @@ class SetnxClient:
             raise DefiniteFailure("not-owner", grant.lock)
         return Grant(grant.lock, grant.token, lease_ms, grant.handle)
 
-    def release(self, grant: Grant) -> None:
+    def release(self, grant: Grant) -> Mapping[str, Any] | None:
         lock_key, _ = self._keys(grant.lock)
         r = self._redis.client
         done = self._redis.call(lambda: r.eval(RELEASE_LUA, 1, lock_key, str(grant.handle)))
         if not done:
             raise DefiniteFailure("not-owner", grant.lock)
+        return None
 
     def close(self) -> None:
         self._redis.close()

@@ -36,6 +36,7 @@ from types import FrameType
 from typing import Any, Generic, Literal, TypeVar
 
 from fencecheck.workloads.base import (
+    Careless,
     DefiniteFailure,
     Grant,
     Indeterminate,
@@ -154,6 +155,8 @@ class Worker:
         self.generation = 0
         self.rng = random.Random(config.seed * 1_000_003 + config.worker)
         self._lease_from = 0  # invoke time of the last successful acquire/renew
+        self._careless: frozenset[str] = (client.careless if isinstance(client, Careless)
+                                          else frozenset())
 
     @property
     def process(self) -> int:
@@ -285,23 +288,29 @@ class Worker:
         c, client = self.config, self.client
         if not c.renew or self.events.now() - self._lease_from < c.lease_ms * 500_000:
             return "go", grant
+        value = {"lock": grant.lock, "token": grant.token, "lease_ms": c.lease_ms}
         out = self._op(
             "renew",
-            {"lock": grant.lock, "token": grant.token, "lease_ms": c.lease_ms},
+            value,
             lambda: client.renew(grant, c.lease_ms),
+            lambda g: {**value, **(g.evidence or {})},
         )
         if out.status == "ok" and out.result is not None:
             self._lease_from = out.invoke_time
             return "go", out.result
+        if out.status == "fail" and "work-after-failed-renew" in self._careless:
+            return "go", grant  # the careless discipline under test: the refusal is ignored
         return ("drop" if out.status == "info" else "end"), grant
 
     def _release(self, grant: Grant) -> None:
         assert self.client is not None
         client = self.client
+        value = {"lock": grant.lock, "token": grant.token}
         self._op(
             "release",
-            {"lock": grant.lock, "token": grant.token},
+            value,
             lambda: client.release(grant),
+            lambda evidence: {**value, **(evidence or {})},
         )
 
     def final_keys(self) -> list[str]:

@@ -1,7 +1,8 @@
 """The fault protocol, what a fault is built with and bound to, and what the schedule shows it.
 
 Lifecycle, in the controller's order: built with FaultOptions before anything starts; if it is
-a ServiceEnv, `prepare` runs before the lock service starts (its env goes to every server);
+a ServiceEnv, `prepare` runs before the lock service starts (its env goes to every server); if
+it is a ClientRoutes, `route` runs before the workers start (their options go through it);
 `bind` once the service and the workers run; then any number of `start`/`stop` pairs from the
 schedule; `heal` on every exit path (idempotent, undoes whatever is still in effect).
 A fault never changes the lock service's logical state beyond its fault.
@@ -98,6 +99,18 @@ class ServiceEnv(Protocol):
     def prepare(self, stack: ExitStack) -> EnvFor:
         """Set up; register its undo on stack first; return env_for(node) for the servers."""
         ...
+
+
+@runtime_checkable
+class ClientRoutes(Protocol):
+    """A fault that stands in the workers' data path (the delay proxies): it runs after the
+    resource starts and before the workers do, may start things on the client nodes (undo
+    registered on stack first; `ledger` records processes), and returns the resource's and the
+    lock client's options with their addresses pointed through it."""
+
+    def route(self, cluster: Cluster, stack: ExitStack, ledger: Any,
+              resource_options: dict[str, Any],
+              client_options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]: ...
 
 
 class NoFault:
