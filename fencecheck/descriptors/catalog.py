@@ -82,6 +82,8 @@ def backends() -> dict[str, BackendDescriptor]:
     for b in load_group("fencecheck.backends", BackendDescriptor):
         assert isinstance(b, BackendDescriptor)
         table[b.name] = b
+    table = {n: dataclasses.replace(b, clients=(*b.clients, STDIO_CLIENT))
+             for n, b in table.items()}
     for p in load_group("fencecheck.clients", ClientPlugin):
         assert isinstance(p, ClientPlugin)
         for name in p.backends:
@@ -90,8 +92,7 @@ def backends() -> dict[str, BackendDescriptor]:
                                    f"{name!r}")
             b = table[name]
             table[name] = dataclasses.replace(b, clients=(*b.clients, p.client))
-    return {n: dataclasses.replace(b, clients=(*b.clients, STDIO_CLIENT))
-            for n, b in table.items()}
+    return table
 
 
 def backend(name: str) -> BackendDescriptor:
