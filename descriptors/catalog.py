@@ -105,6 +105,8 @@ def backends() -> dict[str, BackendDescriptor]:
         table.setdefault(b.name, b)
     for b in load_group("fencecheck.backends", BackendDescriptor):
         table[b.name] = b
+    table = {n: dataclasses.replace(b, clients=(*b.clients, STDIO_CLIENT))
+             for n, b in table.items()}
     for p in load_group("fencecheck.clients", ClientPlugin):
         for name in p.backends:
             if name not in table:
@@ -112,8 +114,7 @@ def backends() -> dict[str, BackendDescriptor]:
                                    f"{name!r}")
             b = table[name]
             table[name] = dataclasses.replace(b, clients=(*b.clients, p.client))
-    return {n: dataclasses.replace(b, clients=(*b.clients, STDIO_CLIENT))
-            for n, b in table.items()}
+    return table
 
 
 def backend(name: str) -> BackendDescriptor:
