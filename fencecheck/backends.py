@@ -22,15 +22,17 @@ SERVICES: dict[str, str] = {
     "redis-sentinel": "fencecheck.clusters.sentinel:SentinelService",
     "etcd": "fencecheck.clusters.etcd:EtcdService",
     "zookeeper": "fencecheck.clusters.zookeeper:ZookeeperService",
+    "postgres-advisory": "fencecheck.clusters.postgres:PostgresService",
 }
 
 # The clients a backend can drive (the first is its default).
 CLIENTS: dict[str, tuple[str, ...]] = {
-    "redis": ("redis-setnx", "redis-py", "redis-lease"),
-    "redlock": ("redlock-ref", "redlock"),
+    "redis": ("redis-setnx", "redis-py", "redis-lease", "python-redis-lock"),
+    "redlock": ("redlock-ref", "redlock", "aioredlock"),
     "redis-sentinel": ("redis-sentinel",),
-    "etcd": ("etcd", "etcd-election"),
+    "etcd": ("etcd", "etcd-election", "etcd3"),
     "zookeeper": ("zookeeper", "zookeeper-election"),
+    "postgres-advisory": ("pg-advisory", "pg-advisory-counter"),
 }
 
 
