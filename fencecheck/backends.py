@@ -22,17 +22,15 @@ SERVICES: dict[str, str] = {
     "redis-sentinel": "fencecheck.clusters.sentinel:SentinelService",
     "etcd": "fencecheck.clusters.etcd:EtcdService",
     "zookeeper": "fencecheck.clusters.zookeeper:ZookeeperService",
-    "postgres-advisory": "fencecheck.clusters.postgres:PostgresService",
 }
 
 # The clients a backend can drive (the first is its default).
 CLIENTS: dict[str, tuple[str, ...]] = {
-    "redis": ("redis-setnx", "redis-py", "redis-lease", "python-redis-lock"),
-    "redlock": ("redlock-ref", "redlock", "aioredlock"),
+    "redis": ("redis-setnx", "redis-py", "redis-lease"),
+    "redlock": ("redlock-ref", "redlock"),
     "redis-sentinel": ("redis-sentinel",),
-    "etcd": ("etcd", "etcd-election", "etcd3"),
+    "etcd": ("etcd", "etcd-election"),
     "zookeeper": ("zookeeper", "zookeeper-election"),
-    "postgres-advisory": ("pg-advisory", "pg-advisory-counter"),
 }
 
 

@@ -160,7 +160,7 @@ def _pair(value: str | None, option: str) -> tuple[float, float] | None:
 
 @app.command()
 def run(
-    backend: Annotated[str, typer.Option(help="redis, redlock, redis-sentinel, etcd, zookeeper, postgres-advisory")] = "redis",
+    backend: Annotated[str, typer.Option(help="redis, redlock, redis-sentinel, etcd, zookeeper")] = "redis",
     client: Annotated[str | None, typer.Option(help="lock client (default per backend) or module:Class")] = None,
     resource: Annotated[str, typer.Option(help="store, postgres or etcd")] = "store",
     client_opt: Annotated[list[str] | None, typer.Option("--client-opt", help="KEY=VALUE for the lock client (repeatable; VALUE parsed as JSON where it can be)")] = None,

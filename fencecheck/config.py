@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-Backend = Literal["redis", "redlock", "redis-sentinel", "etcd", "zookeeper", "postgres-advisory"]
+Backend = Literal["redis", "redlock", "redis-sentinel", "etcd", "zookeeper"]
 Fault = Literal["none", "pause", "partition", "kill", "clock", "failover"]
 PauseTarget = Literal["holder", "random", "server"]
 
@@ -21,7 +21,6 @@ DEFAULT_CLIENT: dict[str, str] = {
     "redis-sentinel": "redis-sentinel",
     "etcd": "etcd",
     "zookeeper": "zookeeper",
-    "postgres-advisory": "pg-advisory",
 }
 DEFAULT_NODES: dict[str, int] = {
     "redis": 1,
@@ -29,7 +28,6 @@ DEFAULT_NODES: dict[str, int] = {
     "redis-sentinel": 3,
     "etcd": 3,
     "zookeeper": 3,
-    "postgres-advisory": 1,
 }
 
 

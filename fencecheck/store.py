@@ -71,7 +71,6 @@ BACKEND_VERSION_ARGV: dict[str, list[str]] = {
     "redis-sentinel": ["redis-server", "--version"],
     "etcd": ["etcd", "--version"],
     "zookeeper": ["dpkg-query", "-W", "-f=${Version}", "zookeeper"],
-    "postgres-advisory": ["/usr/lib/postgresql/15/bin/postgres", "--version"],
 }
 
 

@@ -29,12 +29,6 @@ CLIENTS: dict[str, str] = {
     "etcd-election": "fencecheck.workloads.leader_clients:EtcdElectionClient",
     "zookeeper-election": "fencecheck.workloads.leader_clients:ZkElectionClient",
     "redis-lease": "fencecheck.workloads.leader_clients:RedisLeaseClient",
-    # PostgreSQL advisory locks and the Python lock libraries people use
-    "pg-advisory": "fencecheck.workloads.pg_advisory_client:PgAdvisoryClient",
-    "pg-advisory-counter": "fencecheck.workloads.pg_advisory_client:PgAdvisoryCounterClient",
-    "python-redis-lock": "fencecheck.workloads.pylib_clients:PythonRedisLockClient",
-    "aioredlock": "fencecheck.workloads.pylib_clients:AioredlockClient",
-    "etcd3": "fencecheck.workloads.pylib_clients:Etcd3Client",
 }
 
 RESOURCES: dict[str, str] = {

@@ -55,6 +55,6 @@ def test_python_lock_library_with_a_paused_holder_is_caught(tmp_path: Path, back
 ])
 def test_no_faults_is_valid(tmp_path: Path, backend: str, client: str) -> None:
     code, results = run(tmp_path, client, "--backend", backend, "--client", client,
-                        "--nemesis", "none", "--time-limit", "5", "--lease-ms", "2000")
+                        "--nemesis", "none", "--time-limit", "10", "--lease-ms", "2000")
     assert code == 0, kinds(results)
     assert results["stats"]["ops_by_f"]["acquire"]["ok"] > 0
