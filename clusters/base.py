@@ -207,3 +207,22 @@ class NoopNemesis:
 
     def heal(self) -> None:
         return None
+
+
+@runtime_checkable
+class ClientOptions(Protocol):
+    """A service whose clients need more than its endpoints (e.g. Sentinel's master name)."""
+
+    def client_options(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class InNamespace(Protocol):
+    """A node whose commands run inside a network namespace of this host (None: the host's)."""
+
+    namespace: str | None
+
+
+def namespace_of(remote: object) -> str | None:
+    """The network namespace a node lives in, if it declares one."""
+    return remote.namespace if isinstance(remote, InNamespace) else None

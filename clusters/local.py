@@ -26,6 +26,11 @@ class LocalRemote:
         self.name = name
         self.address = address
         self.prefix = tuple(prefix)
+        # Declared, so faults need not parse argv prefixes (the InNamespace protocol).
+        self.namespace: str | None = (
+            self.prefix[3] if len(self.prefix) == 4 and self.prefix[:3] == ("ip", "netns", "exec")
+            else None
+        )
 
     def _argv(self, argv: Sequence[str]) -> list[str]:
         return [*self.prefix, *argv]

@@ -28,7 +28,15 @@ from typing import Any, Literal
 
 import networkx as nx
 
-from fencecheck.clusters.base import Cluster, ClusterError, Grudge, NemesisOp, Remote, RemoteError
+from fencecheck.clusters.base import (
+    Cluster,
+    ClusterError,
+    Grudge,
+    NemesisOp,
+    Remote,
+    RemoteError,
+    namespace_of,
+)
 from fencecheck.clusters.ledger import NETNS_DIR, NETNS_NAME_RE, Ledger, check_run_id
 
 log = logging.getLogger(__name__)
@@ -219,9 +227,9 @@ class IptablesNet:
     def _record_chain(self, node: str, remote: Remote) -> None:
         if self.ledger is None:
             return
-        prefix = tuple(getattr(remote, "prefix", ()))
-        if prefix[:3] == ("ip", "netns", "exec") and len(prefix) == 4:
-            self.ledger.record("chain", self.chain, node=node, ns=prefix[3])
+        ns = namespace_of(remote)
+        if ns is not None:
+            self.ledger.record("chain", self.chain, node=node, ns=ns)
         else:
             # Not in one of our namespaces: the runtime that owns the node must register an
             # undo for this kind (clusters.ledger.register_undo), or teardown reports it.
@@ -317,18 +325,13 @@ class PartitionNemesis:
 def _run_of(remotes: Mapping[str, Remote]) -> str:
     """The run id from a node's namespace name (fc-<run>-<node>), for netns nodes."""
     for r in remotes.values():
-        prefix = tuple(getattr(r, "prefix", ()))
-        if len(prefix) == 4 and prefix[:3] == ("ip", "netns", "exec"):
-            m = NETNS_NAME_RE.match(prefix[3])
-            if m:
-                return m.group(1)
+        ns = namespace_of(r)
+        m = NETNS_NAME_RE.match(ns) if ns is not None else None
+        if m:
+            return m.group(1)
     raise ClusterError("partition: pass run_id: the nodes are not netns nodes")
 
 
 def _namespace_gone(remote: Remote) -> bool:
-    prefix = tuple(getattr(remote, "prefix", ()))
-    return (
-        len(prefix) == 4
-        and prefix[:3] == ("ip", "netns", "exec")
-        and not (NETNS_DIR / prefix[3]).exists()
-    )
+    ns = namespace_of(remote)
+    return ns is not None and not (NETNS_DIR / ns).exists()

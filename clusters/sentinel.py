@@ -35,6 +35,7 @@ from fencecheck.clusters.base import (
     Net,
     Remote,
     RemoteError,
+    namespace_of,
 )
 from fencecheck.clusters.daemons import start_recorded, stop_daemon
 from fencecheck.clusters.ledger import NETNS_NAME_RE, Ledger
@@ -357,9 +358,8 @@ def _netns_net(service: SentinelService) -> Net | None:
 
     runs = set()
     for r in service._nodes.values():
-        prefix = tuple(getattr(r, "prefix", ()))
-        netns = len(prefix) == 4 and prefix[:3] == ("ip", "netns", "exec")
-        m = NETNS_NAME_RE.match(prefix[3]) if netns else None
+        ns = namespace_of(r)
+        m = NETNS_NAME_RE.match(ns) if ns is not None else None
         if m is None:
             return None
         runs.add(m.group(1))

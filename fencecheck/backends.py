@@ -1,37 +1,23 @@
-"""Wiring from a RunConfig to concrete parts: which nodes a backend needs, its lock service, the
-options its clients get, and the resource server. The one place that knows every backend."""
+"""Wiring from a RunConfig to concrete parts: which nodes a run needs, its runtime, its lock
+service, the options its clients get, the resource and the faults. Every fact about a backend,
+client, resource or fault comes from its descriptor (fencecheck.descriptors, fencecheck.faults);
+nothing here names one."""
 
 from __future__ import annotations
 
 import importlib
-import inspect
-import sys
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from fencecheck.clusters.base import ClusterError, LockService, Remote
+from fencecheck.clusters.base import LockService
 from fencecheck.config import ConfigError, RunConfig
+from fencecheck.descriptors import catalog
+from fencecheck.descriptors.base import BackendDescriptor, ResourceDescriptor
+from fencecheck.faults.registry import faults as fault_table
+from fencecheck.resources import STORE_PORT, store_argv
 
-STORE_PORT = 7000
+__all__ = ["STORE_PORT", "store_argv"]
 
-# backend -> "module:Class" of its LockService, built with `service_options`.
-SERVICES: dict[str, str] = {
-    "redis": "fencecheck.clusters.redis:RedisService",
-    "redlock": "fencecheck.clusters.redis:RedisService",
-    "redis-sentinel": "fencecheck.clusters.sentinel:SentinelService",
-    "etcd": "fencecheck.clusters.etcd:EtcdService",
-    "zookeeper": "fencecheck.clusters.zookeeper:ZookeeperService",
-}
-
-# The clients a backend can drive (the first is its default).
-CLIENTS: dict[str, tuple[str, ...]] = {
-    "redis": ("redis-setnx", "redis-py", "redis-lease"),
-    "redlock": ("redlock-ref", "redlock"),
-    "redis-sentinel": ("redis-sentinel",),
-    "etcd": ("etcd", "etcd-election"),
-    "zookeeper": ("zookeeper", "zookeeper-election"),
-}
+RESOURCE_NODE = "r1"
 
 
 def _load(spec: str) -> Any:
@@ -42,6 +28,15 @@ def _load(spec: str) -> Any:
         raise ConfigError(f"backend not available in this build: {spec} ({e})") from None
 
 
+def __getattr__(name: str) -> Any:
+    # The tables other modules and tests read, derived from the descriptors on demand.
+    if name == "SERVICES":
+        return {b.name: b.service for b in catalog.backends().values()}
+    if name == "CLIENTS":
+        return {b.name: b.client_names for b in catalog.backends().values()}
+    raise AttributeError(name)
+
+
 RUNTIMES: dict[str, str] = {
     "netns": "fencecheck.clusters.netns:NetnsRuntime",
     "docker": "fencecheck.clusters.docker:DockerRuntime",
@@ -49,9 +44,17 @@ RUNTIMES: dict[str, str] = {
 }
 
 
-def make_runtime(cfg: RunConfig, run_id: str, run_dir: Path) -> Any:
-    """The runtime of cfg.runtime. Every runtime takes (run_id, store, subnet) and the ssh one
-    also its connection options; each exposes `setup`, `teardown` and `ledger`."""
+def descriptor(cfg: RunConfig) -> BackendDescriptor:
+    return catalog.backend(cfg.backend)
+
+
+def resource_descriptor(cfg: RunConfig) -> ResourceDescriptor:
+    return catalog.resources()[cfg.resource]
+
+
+def make_runtime(cfg: RunConfig, run_id: str, run_dir: Any) -> Any:
+    """The runtime of cfg.runtime. Every runtime takes (run_id, run directory, subnet) and the ssh
+    one also its connection options; each exposes `setup`, `teardown` and `ledger`."""
     cls = _load(RUNTIMES[cfg.runtime])
     if cfg.runtime == "ssh":
         return cls(run_id, run_dir, hosts=list(cfg.hosts), user=cfg.ssh_user,
@@ -68,83 +71,69 @@ def client_nodes(cfg: RunConfig) -> list[str]:
     return [f"c{i + 1}" for i in range(cfg.concurrency)]
 
 
-RESOURCE_NODE = "r1"
-
-
 def check_compatible(cfg: RunConfig) -> None:
-    """Refuse combinations that cannot run, before anything is created."""
-    known = CLIENTS[cfg.backend]
+    """Refuse combinations that cannot run, before anything is created: each message names both
+    sides of the clash."""
+    b = descriptor(cfg)
+    known = b.client_names
     if ":" not in cfg.client_name and cfg.client_name not in known:
         raise ConfigError(
             f"bad configuration: client: {cfg.client_name!r} does not drive backend "
             f"{cfg.backend!r} (choose one of {', '.join(known)}, or module:Class)"
         )
-    if cfg.workload == "cron" and cfg.resource != "store":
-        raise ConfigError("bad configuration: resource: the cron workload needs --resource store")
-    if cfg.resource == "etcd" and cfg.backend != "etcd":
-        raise ConfigError("bad configuration: resource: 'etcd' needs --backend etcd")
-    if "clock" in cfg.faults:
-        clock = _load("fencecheck.clusters.clock:check_clock_supported")
-        try:
-            clock(cfg.backend)
-        except ClusterError as e:
-            raise ConfigError(f"bad configuration: nemesis: {e}") from None
+    if cfg.runtime not in b.runtimes:
+        raise ConfigError(f"bad configuration: runtime: backend {b.name!r} does not run under "
+                          f"--runtime {cfg.runtime} (supports {', '.join(sorted(b.runtimes))})")
+    r = resource_descriptor(cfg)
+    if r.workloads is not None and cfg.workload not in r.workloads:
+        need = [x.name for x in catalog.resources().values()
+                if x.workloads is None or cfg.workload in x.workloads]
+        raise ConfigError(f"bad configuration: resource: the {cfg.workload} workload needs "
+                          f"--resource {' or '.join(need)}")
+    if r.backends is not None and cfg.backend not in r.backends:
+        raise ConfigError(f"bad configuration: resource: {r.name!r} needs --backend "
+                          f"{' or '.join(sorted(r.backends))}")
+    table = fault_table()
+    for name in cfg.faults:
+        f = table[name]
+        missing = f.requires - b.capabilities
+        if missing:
+            able = [x.name for x in catalog.backends().values() if f.requires <= x.capabilities]
+            why = b.clock_refusal if "clock" in missing and b.clock_refusal else (
+                f"it needs {', '.join(sorted(missing))} (backends that have it: "
+                f"{', '.join(able) or 'none'})")
+            raise ConfigError(f"bad configuration: nemesis: {name}: not supported by backend "
+                              f"{b.name!r}: {why}")
+        if cfg.runtime not in f.runtimes:
+            raise ConfigError(f"bad configuration: nemesis: {name} is not supported under "
+                              f"--runtime {cfg.runtime} (supports "
+                              f"{', '.join(sorted(f.runtimes))})")
 
 
 def make_service(cfg: RunConfig, env_for: Any = None, ledger: Any = None) -> LockService:
-    cls = _load(SERVICES[cfg.backend])
-    kwargs: dict[str, Any] = {}
-    if ledger is not None and "ledger" in inspect.signature(cls).parameters:
-        kwargs["ledger"] = ledger  # servers outside a namespace are then found by teardown too
-    params = inspect.signature(cls).parameters
-    if "persistence" in params:
-        kwargs["persistence"] = cfg.persistence
-    if env_for is not None:
-        if "env_for" not in params:
-            raise ConfigError(f"bad configuration: nemesis: clock: {cfg.backend} cannot run "
-                              "under the clock shim")
-        kwargs["env_for"] = env_for
+    """The backend's LockService, given only the keyword arguments its descriptor declares."""
+    b = descriptor(cfg)
+    cls = _load(b.service)
+    offered: dict[str, Any] = {"persistence": cfg.persistence, "env_for": env_for,
+                               "ledger": ledger}
+    if env_for is not None and "env_for" not in b.service_args:
+        raise ConfigError(f"bad configuration: nemesis: clock: {cfg.backend} cannot run "
+                          "under the clock shim")
+    kwargs = {k: v for k, v in offered.items() if k in b.service_args and v is not None}
     service: LockService = cls(**kwargs)
     return service
 
 
 def client_options(cfg: RunConfig, service: LockService) -> dict[str, Any]:
+    from fencecheck.clusters.base import ClientOptions
+
     opts: dict[str, Any] = {"endpoints": service.endpoints(), "op_timeout_s": cfg.op_timeout_s}
-    extra = getattr(service, "client_options", None)
-    if callable(extra):
-        opts.update(extra())
+    if isinstance(service, ClientOptions):
+        opts.update(service.client_options())
     opts.update(cfg.client_options)
     return opts
 
 
-@dataclass(slots=True)
-class ResourcePlan:
-    """How to start the protected resource and what its clients get."""
-
-    name: str
-    options: dict[str, Any] = field(default_factory=dict)
-    service: LockService | None = None
-
-
-def store_argv(remote: Remote, fencing: bool, log: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "fencecheck.workloads.store",
-        "--host",
-        remote.address,
-        "--port",
-        str(STORE_PORT),
-        "--fencing",
-        "on" if fencing else "off",
-        "--log",
-        str(log),
-    ]
-
-
-def make_resource_service(cfg: RunConfig) -> LockService | None:
-    """The resource's own server where it needs one beside the store (postgres)."""
-    if cfg.resource == "postgres":
-        service: LockService = _load("fencecheck.clusters.postgres:PostgresService")()
-        return service
-    return None
+def resource_starter(cfg: RunConfig) -> Any:
+    """The controller-side starter of cfg.resource (see fencecheck.resources)."""
+    return _load(resource_descriptor(cfg).starter)

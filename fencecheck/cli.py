@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -18,6 +19,17 @@ import typer
 from rich.console import Console
 
 from fencecheck.checker.base import CheckerError, Results
+from fencecheck.descriptors import catalog
+from fencecheck.faults.registry import faults
+
+
+def _names(table: Callable[[], Mapping[str, object]]) -> str:
+    """The names for --help; a broken plugin is reported when it is used, not here."""
+    try:
+        return ", ".join(table())
+    except catalog.CatalogError:
+        return "see `fencecheck plugins`"
+
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -26,6 +38,21 @@ app = typer.Typer(
     help="Jepsen-style black-box tests of distributed locks and leader leases.",
 )
 out = Console(highlight=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version as v
+
+        out.print(f"fencecheck {v('fencecheck')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="print the version and exit")] = False,
+          ) -> None:
+    """Jepsen-style black-box tests of distributed locks and leader leases."""
 err = Console(stderr=True, highlight=False)
 
 BAD_INPUT = 3
@@ -160,13 +187,13 @@ def _pair(value: str | None, option: str) -> tuple[float, float] | None:
 
 @app.command()
 def run(
-    backend: Annotated[str, typer.Option(help="redis, redlock, redis-sentinel, etcd, zookeeper")] = "redis",
+    backend: Annotated[str, typer.Option(help=_names(catalog.backends))] = "redis",
     client: Annotated[str | None, typer.Option(help="lock client (default per backend) or module:Class")] = None,
     resource: Annotated[str, typer.Option(help="store, postgres or etcd")] = "store",
     client_opt: Annotated[list[str] | None, typer.Option("--client-opt", help="KEY=VALUE for the lock client (repeatable; VALUE parsed as JSON where it can be)")] = None,
     workload: Annotated[str, typer.Option(help="lock, leader or cron")] = "lock",
     idempotent: Annotated[bool, typer.Option(help="cron: the resource deduplicates by job id")] = False,
-    nemesis: Annotated[str, typer.Option(help="comma-separated: none, pause, partition, kill, clock, failover")] = "pause",
+    nemesis: Annotated[str, typer.Option(help="comma-separated: none, " + _names(faults))] = "pause",
     fencing: Annotated[str, typer.Option(help="on: the resource rejects stale tokens; off: accepts all")] = "off",
     time_limit: Annotated[float, typer.Option("--time-limit", help="seconds of workload")] = 30.0,
     concurrency: Annotated[int, typer.Option(help="client worker processes")] = 5,
@@ -301,7 +328,7 @@ def version() -> None:
     out.print(v("fencecheck"))
 
 
-for _module in ("fencecheck.cmd_reports", "fencecheck.cmd_matrix"):
+for _module in ("fencecheck.cmd_reports", "fencecheck.cmd_matrix", "fencecheck.cmd_plugins"):
     try:
         importlib.import_module(_module).register(app)
     except ModuleNotFoundError as _e:
@@ -310,4 +337,8 @@ for _module in ("fencecheck.cmd_reports", "fencecheck.cmd_matrix"):
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except catalog.CatalogError as e:  # a broken plugin: one line, not a traceback
+        err.print(f"[bold red]error:[/] {e}", soft_wrap=True)
+        sys.exit(BAD_INPUT)

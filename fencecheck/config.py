@@ -11,24 +11,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-Backend = Literal["redis", "redlock", "redis-sentinel", "etcd", "zookeeper"]
-Fault = Literal["none", "pause", "partition", "kill", "clock", "failover"]
+from fencecheck.descriptors import catalog
+from fencecheck.faults import registry as fault_registry
+
 PauseTarget = Literal["holder", "random", "server"]
 
-DEFAULT_CLIENT: dict[str, str] = {
-    "redis": "redis-setnx",
-    "redlock": "redlock-ref",
-    "redis-sentinel": "redis-sentinel",
-    "etcd": "etcd",
-    "zookeeper": "zookeeper",
-}
-DEFAULT_NODES: dict[str, int] = {
-    "redis": 1,
-    "redlock": 5,
-    "redis-sentinel": 3,
-    "etcd": 3,
-    "zookeeper": 3,
-}
+
+def _choice(kind: str, name: str, known: list[str]) -> str:
+    if name not in known:
+        raise ValueError(f"unknown {kind} {name!r} (choose one of {', '.join(known)})")
+    return name
 
 
 class ConfigError(Exception):
@@ -41,13 +33,13 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str | None = None
-    backend: Backend = "redis"
+    backend: str = "redis"  # a backend descriptor's name
     client: str | None = None
-    resource: Literal["store", "postgres", "etcd"] = "store"
+    resource: str = "store"  # a resource descriptor's name
     client_options: dict[str, Any] = Field(default_factory=dict)  # passed to the lock client
     workload: Literal["lock", "leader", "cron"] = "lock"
     idempotent: bool = False  # cron: the resource deduplicates executions by job id
-    nemesis: tuple[Fault, ...] = ("pause",)
+    nemesis: tuple[str, ...] = ("pause",)  # fault descriptors' names, or "none"
     fencing: bool = False
     time_limit_s: float = Field(30.0, gt=0)
     concurrency: int = Field(5, ge=1, le=200)
@@ -84,6 +76,22 @@ class RunConfig(BaseModel):
             raise ValueError("must be a plain name without '/' or a leading '.'")
         return v
 
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        return _choice("backend", v, list(catalog.backends()))
+
+    @field_validator("resource")
+    @classmethod
+    def _resource(cls, v: str) -> str:
+        return _choice("resource", v, list(catalog.resources()))
+
+    @field_validator("nemesis")
+    @classmethod
+    def _nemesis(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        known = ["none", *fault_registry.faults()]
+        return tuple(_choice("fault", f, known) for f in v)
+
     @field_validator("nemesis_interval_s", "fault_duration_s")
     @classmethod
     def _range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
@@ -97,19 +105,17 @@ class RunConfig(BaseModel):
             raise ValueError("nemesis: 'none' cannot be combined with other faults")
         if self.runtime == "ssh" and not self.hosts:
             raise ValueError("hosts: --runtime ssh needs --hosts h1,h2,...")
-        if "failover" in self.nemesis and self.backend != "redis-sentinel":
-            raise ValueError("nemesis: failover needs --backend redis-sentinel")
         if self.store.exists() and not self.store.is_dir():
             raise ValueError(f"store: {self.store} exists and is not a directory")
         return self
 
     @property
     def client_name(self) -> str:
-        return self.client or DEFAULT_CLIENT[self.backend]
+        return self.client or catalog.backend(self.backend).default_client
 
     @property
     def node_count(self) -> int:
-        return self.nodes or DEFAULT_NODES[self.backend]
+        return self.nodes or catalog.backend(self.backend).nodes
 
     @property
     def faults(self) -> tuple[str, ...]:

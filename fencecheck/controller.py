@@ -11,8 +11,6 @@ from __future__ import annotations
 import logging
 import random
 import secrets
-import signal
-import sys
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -21,16 +19,24 @@ from typing import Any
 
 from fencecheck import backends
 from fencecheck.checker.base import Results
-from fencecheck.clusters.base import Cluster, LockService, Remote
-from fencecheck.clusters.base import Pausable as PausableService
-from fencecheck.clusters.nemesis import PauseNemesis, PauseTarget, process_target
-from fencecheck.config import ConfigError, RunConfig
+from fencecheck.clusters.base import Cluster, LockService
+from fencecheck.config import RunConfig
+from fencecheck.faults.base import Fault, FaultContext, FaultOptions, ServiceEnv
 from fencecheck.merge import merge_logs
+from fencecheck.plan import REAL_PARTS, Parts, RunPlan, make_plan
 from fencecheck.progress import Progress, ProgressFn
-from fencecheck.schedule import EventLog, run_schedule
+from fencecheck.resources import ResourceStart
+from fencecheck.schedule import EventLog, ScheduledFault, run_schedule
 from fencecheck.signals import Interrupted, signals_raise
 from fencecheck.store import new_run_dir, versions, write_json
-from fencecheck.workers import Worker, final_read, spawn, stop_workers, worker_config
+from fencecheck.workers import (
+    Worker,
+    final_read,
+    spawn,
+    stop_workers,
+    worker_config,
+    write_worker_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,22 +51,10 @@ class RunOutcome:
     first_violation_s: float | None = None
 
 
-def _wait_port(remote: Remote, host: str, port: int, timeout_s: float) -> None:
-    probe = "import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 0.5)"
-    deadline = time.monotonic() + timeout_s
-    while True:
-        res = remote.run([sys.executable, "-c", probe, host, str(port)], check=False)
-        if res.returncode == 0:
-            return
-        if time.monotonic() > deadline:
-            from fencecheck.clusters.base import RemoteError
-
-            raise RemoteError(res, f"nothing listens on {host}:{port} after {timeout_s} s")
-        time.sleep(0.05)
-
-
-def run(cfg: RunConfig, progress: ProgressFn | None = None) -> RunOutcome:
-    backends.check_compatible(cfg)
+def run(cfg: RunConfig, progress: ProgressFn | None = None,
+        parts: Parts = REAL_PARTS) -> RunOutcome:
+    """Plan (refusing what cannot run before anything exists), then execute with parts."""
+    plan = make_plan(cfg)
     run_dir = new_run_dir(cfg.store, cfg.test_name)
     run_id = secrets.token_hex(3)
     handler = logging.FileHandler(run_dir / "fencecheck.log")
@@ -70,13 +64,15 @@ def run(cfg: RunConfig, progress: ProgressFn | None = None) -> RunOutcome:
     if root.level > logging.DEBUG or root.level == logging.NOTSET:
         root.setLevel(logging.DEBUG)
     try:
-        return _run(cfg, run_dir, run_id, progress or (lambda p: None))
+        return _run(plan, parts, run_dir, run_id, progress or (lambda p: None))
     finally:
         root.removeHandler(handler)
         handler.close()
 
 
-def _run(cfg: RunConfig, run_dir: Path, run_id: str, progress: ProgressFn) -> RunOutcome:
+def _run(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str,
+         progress: ProgressFn) -> RunOutcome:
+    cfg = plan.cfg
     t0_ns = time.monotonic_ns()
     started = time.time()
     test: dict[str, Any] = {
@@ -97,7 +93,8 @@ def _run(cfg: RunConfig, run_dir: Path, run_id: str, progress: ProgressFn) -> Ru
     try:
         with signals_raise():
             try:
-                ready_s = _drive(cfg, run_dir, run_id, t0_ns, workers, nemesis_log, progress)
+                ready_s = _drive(plan, parts, run_dir, run_id, t0_ns, workers, nemesis_log,
+                                 progress)
             except Interrupted as e:
                 interrupted = e
                 log.warning("interrupted by %s: healed and torn down", e)
@@ -121,7 +118,8 @@ def _run(cfg: RunConfig, run_dir: Path, run_id: str, progress: ProgressFn) -> Ru
     test.update(duration_s=round(time.time() - started, 3), exit_code=code,
                 ready_s=ready_s, interrupted=str(interrupted) if interrupted else None)
     write_json(run_dir / "test.json", test)
-    _write_report(run_dir, progress)
+    if parts.report:
+        _write_report(run_dir, progress)
     return RunOutcome(run_dir, results, code, str(interrupted) if interrupted else None,
                       ready_s, first / 1e9 if isinstance(first, int) else None)
 
@@ -139,36 +137,33 @@ def _write_report(run_dir: Path, progress: ProgressFn) -> None:
         log.exception("the HTML report failed; results.json and history.jsonl are complete")
 
 
-def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list[Worker],
-           nemesis_log: EventLog, progress: ProgressFn) -> float:
+def _drive(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str, t0_ns: int,
+           workers: list[Worker], nemesis_log: EventLog, progress: ProgressFn) -> float:
     """Everything between setup and teardown; returns the cluster-ready time in seconds."""
-    servers = backends.server_nodes(cfg)
-    clients = backends.client_nodes(cfg)
-    rng = random.Random(cfg.seed)
+    cfg = plan.cfg
+    servers = list(plan.servers)
+    clients = list(plan.clients)
+    rng = random.Random(plan.schedule_seed)
     setup_start = time.monotonic()
     with ExitStack() as stack:
         progress(Progress("setting up nodes"))
-        runtime = backends.make_runtime(cfg, run_id, run_dir)
+        runtime = parts.runtime(cfg, run_id, run_dir)
         stack.callback(runtime.teardown)
-        cluster: Cluster = runtime.setup([*servers, backends.RESOURCE_NODE], clients)
+        cluster: Cluster = runtime.setup(list(plan.nodes), clients)
         nodes = {n: cluster.servers[n] for n in servers}
 
         progress(Progress(f"starting {cfg.backend}"))
+        faults = _build_faults(plan, parts, run_id, run_dir)
         env_for = None
-        clock: Any = None
-        if "clock" in cfg.faults:
-            from fencecheck.clusters.clock import ClockControl
-
-            clock = ClockControl(run_dir / "clock")
-            stack.callback(clock.reset_all)
-            clock.setup()
-            env_for = clock.env_for
-        service = backends.make_service(cfg, env_for, runtime.ledger)
+        for fault in faults.values():
+            if isinstance(fault, ServiceEnv):
+                env_for = fault.prepare(stack)
+        service = parts.service(cfg, env_for, runtime.ledger)
         stack.callback(service.teardown)
         service.setup(nodes, run_dir)
 
         progress(Progress(f"starting resource {cfg.resource}"))
-        ropts = _start_resource(cfg, cluster, service, run_dir, stack)
+        ropts = _start_resource(plan, parts, cluster, service, run_dir, stack)
         copts = backends.client_options(cfg, service)
         ready_s = time.monotonic() - setup_start
         log.info("cluster ready in %.2f s", ready_s)
@@ -177,22 +172,25 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
             (run_dir / "nodes" / c).mkdir(parents=True, exist_ok=True)
             w = Worker(c, cluster.clients[c], run_dir / "nodes" / c / "worker.json",
                         run_dir / "nodes" / c / "events.jsonl")
-            write_json(w.config, worker_config(cfg, i, w, copts, ropts, t0_ns))
+            write_worker_config(worker_config(cfg, i, w, copts, ropts, t0_ns), w.config)
             workers.append(w)
         grace = max(2.0, cfg.op_timeout_s * 2)
         stack.callback(stop_workers, workers, grace)
         for w in workers:
             w.proc = spawn(w, run_dir)
 
-        nemeses = _make_nemeses(cfg, service, workers, servers, clock, cluster,
-                                random.Random(cfg.seed + 1), runtime.ledger, run_id)
-        for nem in nemeses.values():
-            stack.callback(nem.heal)
-        run_schedule(cfg, rng, workers, nemeses, nemesis_log, progress, servers)
+        pids = {w.name: w.proc.pid for w in workers if w.proc is not None}
+        ctx = FaultContext(cluster, servers, plan.resource_node, service, pids,
+                           runtime.ledger)
+        for fault in faults.values():
+            stack.callback(fault.heal)
+            fault.bind(ctx)
+        run_schedule(cfg, rng, workers, _scheduled(plan, faults), nemesis_log, progress,
+                     servers)
 
         progress(Progress("healing"))
-        for nem in nemeses.values():
-            nem.heal()
+        for fault in faults.values():
+            fault.heal()
         progress(Progress("stopping workers"))
         stop_workers(workers, grace)
         progress(Progress("final read"))
@@ -201,70 +199,24 @@ def _drive(cfg: RunConfig, run_dir: Path, run_id: str, t0_ns: int, workers: list
     return ready_s
 
 
-def _start_resource(cfg: RunConfig, cluster: Cluster, service: LockService, run_dir: Path,
-                    stack: ExitStack) -> dict[str, Any]:
-    node = cluster.servers[backends.RESOURCE_NODE]
-    if cfg.resource == "store":
-        logdir = run_dir / "nodes" / node.name
-        logdir.mkdir(parents=True, exist_ok=True)
-        argv = backends.store_argv(node, cfg.fencing, logdir / "store-requests.log")
-        daemon = node.start_daemon("store", argv, log=logdir / "store.log")
-        stack.callback(node.signal, daemon.pid, signal.SIGKILL)
-        _wait_port(node, node.address, backends.STORE_PORT, 10.0)
-        return {"address": f"{node.address}:{backends.STORE_PORT}",
-                "op_timeout_s": cfg.op_timeout_s, "fencing": cfg.fencing}
-    if cfg.resource == "postgres":
-        pg = backends.make_resource_service(cfg)
-        assert pg is not None
-        stack.callback(pg.teardown)
-        pg.setup({node.name: node}, run_dir)
-        return {"endpoints": pg.endpoints(), "op_timeout_s": cfg.op_timeout_s,
-                "fencing": cfg.fencing}
-    # etcd: the lock service itself holds the data
-    return {"endpoints": service.endpoints(), "op_timeout_s": cfg.op_timeout_s,
-            "fencing": cfg.fencing}
+def _start_resource(plan: RunPlan, parts: Parts, cluster: Cluster, service: LockService,
+                    run_dir: Path, stack: ExitStack) -> dict[str, Any]:
+    cfg = plan.cfg
+    node = cluster.servers[plan.resource_node]
+    starter = parts.resource(cfg)
+    opts: dict[str, Any] = starter(ResourceStart(node, service, run_dir, stack, cfg.fencing,
+                                                 cfg.op_timeout_s))
+    return opts
 
 
-def _make_nemeses(cfg: RunConfig, service: LockService, workers: list[Worker],
-                  servers: list[str], clock: Any, cluster: Cluster, rng: random.Random,
-                  ledger: Any, run_id: str) -> dict[str, Any]:
-    nemeses: dict[str, Any] = {}
-    for fault in cfg.faults:
-        if fault == "pause":
-            targets: dict[str, PauseTarget] = {}
-            for w in workers:
-                assert w.proc is not None
-                targets[w.name] = process_target(w.name, w.proc.pid)
-            if isinstance(service, PausableService):
-                for n in servers:
-                    targets[n] = _server_target(service, n)
-            nemeses["pause"] = PauseNemesis(targets)
-        elif fault == "kill":
-            from fencecheck.clusters.base import Killable
-            from fencecheck.clusters.nemesis import KillNemesis
-
-            if not isinstance(service, Killable):
-                raise ConfigError(f"nemesis: kill: {cfg.backend} cannot be killed")
-            nemeses["kill"] = KillNemesis(service)
-        elif fault == "partition":
-            from fencecheck.clusters.partition import PartitionNemesis
-
-            nemeses["partition"] = PartitionNemesis(cluster, servers, backends.RESOURCE_NODE,
-                                                    run_id=run_id, ledger=ledger, rng=rng)
-        elif fault == "clock":
-            from fencecheck.clusters.clock import ClockNemesis
-
-            nemeses["clock"] = ClockNemesis(clock, servers, lease_ms=cfg.lease_ms, rng=rng)
-        elif fault == "failover":
-            from fencecheck.clusters.sentinel import FailoverNemesis, SentinelService
-
-            if not isinstance(service, SentinelService):
-                raise ConfigError("nemesis: failover needs --backend redis-sentinel")
-            nemeses["failover"] = FailoverNemesis(service)
-    return nemeses
+def _build_faults(plan: RunPlan, parts: Parts, run_id: str, run_dir: Path) -> dict[str, Fault]:
+    """The run's faults, in --nemesis order, sharing one rng seeded from the plan."""
+    cfg = plan.cfg
+    opts = FaultOptions(run_id, run_dir, cfg.backend, cfg.lease_ms, cfg.pause_target,
+                        cfg.pause_duration_s, random.Random(plan.fault_seed))
+    return {d.name: parts.fault(d, opts) for d in plan.faults}
 
 
-def _server_target(service: PausableService, node: str) -> PauseTarget:
-    return PauseTarget(node, lambda: service.pause(node), lambda: service.resume(node))
-
-
+def _scheduled(plan: RunPlan, faults: dict[str, Fault]) -> dict[str, ScheduledFault]:
+    waits = {d.name: d.waits_for_grant for d in plan.faults}
+    return {name: ScheduledFault(f, waits[name]) for name, f in faults.items()}

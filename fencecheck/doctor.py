@@ -8,6 +8,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from fencecheck.descriptors.base import Need
+
 SETUP = "bash scripts/setup.sh"
 
 
@@ -57,6 +59,28 @@ def _docker() -> Finding:
                    None if ok else ".venv/bin/python -m fencecheck.clusters.image")
 
 
+def needs() -> list[Need]:
+    """What the backends, resources and faults declare, each once, in catalog order."""
+    from fencecheck.descriptors import catalog
+    from fencecheck.faults.registry import faults
+
+    found: dict[str, Need] = {}
+    for group in (catalog.backends().values(), catalog.resources().values(), faults().values()):
+        for d in group:
+            for n in d.needs:
+                found.setdefault(n.what, n)
+    return list(found.values())
+
+
+def _need(n: Need) -> Finding:
+    if n.binary is not None:
+        return _binary(n.what, n.binary, n.package)
+    path = Path(n.path or "")
+    ok = path.exists()
+    return Finding(n.what, ok, str(path) if ok else f"{path} not found",
+                   None if ok else f"apt-get update && apt-get install -y {n.package}")
+
+
 def diagnose() -> list[Finding]:
     out = [
         Finding("root", os.geteuid() == 0, f"uid {os.geteuid()}",
@@ -64,18 +88,7 @@ def diagnose() -> list[Finding]:
     ]
     out.append(_binary("iproute2", "ip", "iproute2"))
     out.append(_binary("iptables", "iptables", "iptables"))
-    out.append(_binary("redis", "redis-server", "redis-server"))
-    out.append(_binary("redis-sentinel", "redis-sentinel", "redis-sentinel"))
-    out.append(_binary("etcd", "etcd", "etcd-server"))
-    out.append(_binary("etcdctl", "etcdctl", "etcd-client"))
-    out.append(_binary("java (ZooKeeper)", "java", "default-jre-headless"))
-    zk = Path("/usr/share/java/zookeeper.jar")
-    out.append(Finding("zookeeper", zk.exists(), str(zk) if zk.exists() else "jar not found",
-                       "apt-get update && apt-get install -y zookeeper"))
-    pg = Path("/usr/lib/postgresql/15/bin/postgres")
-    out.append(Finding("postgresql", pg.exists(), str(pg) if pg.exists() else "not found",
-                       "apt-get update && apt-get install -y postgresql"))
-    out.append(_binary("C compiler (clock shim)", "cc", "gcc libc6-dev"))
+    out.extend(_need(n) for n in needs())
     out.append(_optional(_binary("sshd (ssh runtime tests)", "sshd", "openssh-server")))
     out.append(_optional(_docker()))
     ns_ok = os.path.isdir("/run/netns") or os.geteuid() == 0

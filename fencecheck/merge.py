@@ -14,9 +14,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from fencecheck.workloads.eventlog import FIELDS
+
 log = logging.getLogger(__name__)
 
-FIELDS = ("time", "process", "type", "f", "value")
 
 
 def _events(path: Path, rank: int) -> Iterator[tuple[int, int, int, dict[str, Any]]]:

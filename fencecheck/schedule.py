@@ -8,15 +8,18 @@ import json
 import logging
 import random
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from fencecheck.clusters.base import NemesisOp
 from fencecheck.config import RunConfig
+from fencecheck.faults.base import Fault, ScheduleView
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.signals import Interrupted
 from fencecheck.tail import LogTailer
 from fencecheck.workers import Worker
+from fencecheck.workloads.eventlog import Event, EventType
 
 log = logging.getLogger(__name__)
 
@@ -28,29 +31,31 @@ class EventLog:
         self.t0_ns = t0_ns
         self.fh: IO[str] = open(path, "a")  # noqa: SIM115 (closed by close())
 
-    def write(self, typ: str, f: str, value: Any, error: str | None = None) -> None:
-        ev: dict[str, Any] = {
-            "time": time.monotonic_ns() - self.t0_ns,
-            "process": "nemesis",
-            "type": typ,
-            "f": f,
-            "value": value,
-        }
-        if error is not None:
-            ev["error"] = error
-        self.fh.write(json.dumps(ev, separators=(",", ":"), default=str) + "\n")
+    def write(self, typ: EventType, f: str, value: Any, error: str | None = None) -> None:
+        ev = Event(time.monotonic_ns() - self.t0_ns, "nemesis", typ, f, value, error)
+        self.fh.write(json.dumps(ev.to_json(), separators=(",", ":"), default=str) + "\n")
         self.fh.flush()
 
     def close(self) -> None:
         self.fh.close()
 
 
+@dataclass(frozen=True, slots=True)
+class ScheduledFault:
+    """A fault as the schedule drives it: `waits_for_grant` comes from its descriptor."""
+
+    fault: Fault
+    waits_for_grant: bool = True
+
+
 class _Schedule:
     """The seeded fault schedule: wait, start one fault, hold it, stop it, repeat."""
 
-    def __init__(self, cfg: RunConfig, rng: random.Random) -> None:
+    def __init__(self, cfg: RunConfig, rng: random.Random,
+                 faults: dict[str, ScheduledFault]) -> None:
         self.cfg = cfg
         self.rng = rng
+        self.table = faults
         self.faults = list(cfg.faults)
 
     def gap(self) -> float:
@@ -60,27 +65,22 @@ class _Schedule:
     def hold(self, fault: str) -> float:
         if self.cfg.fault_duration_s is not None:
             lo, hi = self.cfg.fault_duration_s
-        elif fault == "pause":
-            lo, hi = self.cfg.pause_duration_s
-        elif fault == "kill":
-            # Restart inside the lease: a server that lost its keys (no persistence) is back
-            # while the old grant is still surely held, so a second grant is a double grant.
-            lease_s = self.cfg.lease_ms / 1000
-            lo, hi = min(0.2, lease_s / 4), max(0.3, lease_s / 2)
         else:
-            lo, hi = 3.0, 6.0
+            lo, hi = self.table[fault].fault.hold_range_s()
         return self.rng.uniform(lo, hi)
 
     def pick(self) -> str:
         return self.rng.choice(self.faults)
 
 
-def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker], nemeses: dict[str, Any],
-          nemesis_log: EventLog, progress: ProgressFn, servers: list[str]) -> None:
+def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
+                 faults: dict[str, ScheduledFault], nemesis_log: EventLog, progress: ProgressFn,
+                 servers: list[str]) -> None:
     tailer = LogTailer()
     for w in workers:
         tailer.follow(w.name, w.events)
-    schedule = _Schedule(cfg, rng)
+    schedule = _Schedule(cfg, rng, faults)
+    names = [w.name for w in workers]
     start = time.monotonic()
     deadline = start + cfg.time_limit_s
     next_fault = start + schedule.gap() if schedule.faults else float("inf")
@@ -97,27 +97,22 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker], neme
         fresh = tailer.poll()
         if active is None and pending is None and now >= next_fault:
             fault = schedule.pick()
-            if cfg.pause_target == "holder" and fault != "failover":
+            if cfg.pause_target == "holder" and faults[fault].waits_for_grant:
                 pending = (fault, now + 3.0)
             else:
                 active = (fault, now + schedule.hold(fault))
-                _start_fault(fault, _targets(cfg, fault, rng, workers, servers, tailer),
-                             nemeses, nemesis_log)
+                view = ScheduleView(names, servers, list(tailer.holding))
+                _start_fault(fault, faults[fault].fault.targets(rng, view), faults, nemesis_log)
         if pending is not None and (fresh or now >= pending[1]):
             fault = pending[0]
             pending = None
-            if fault == "pause":
-                holder = fresh[-1].worker if fresh else None
-                if holder is None:
-                    current = list(tailer.holding)
-                    holder = rng.choice(current) if current else rng.choice(workers).name
-                value: dict[str, Any] = {"targets": [holder]}
-            else:
-                value = _targets(cfg, fault, rng, workers, servers, tailer)
+            view = ScheduleView(names, servers, list(tailer.holding),
+                                fresh[-1].worker if fresh else None, waited=True)
+            value = faults[fault].fault.targets(rng, view)
             active = (fault, now + schedule.hold(fault))
-            _start_fault(fault, value, nemeses, nemesis_log)
+            _start_fault(fault, value, faults, nemesis_log)
         if active is not None and now >= active[1]:
-            _stop_fault(active[0], nemeses, nemesis_log)
+            _stop_fault(active[0], faults, nemesis_log)
             active = None
             next_fault = now + schedule.gap()
         if now - last_progress >= 0.25:
@@ -131,37 +126,25 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker], neme
                               [active[0]] if active else []))
         time.sleep(0.005)
     if active is not None:
-        _stop_fault(active[0], nemeses, nemesis_log)
+        _stop_fault(active[0], faults, nemesis_log)
 
 
-def _targets(cfg: RunConfig, fault: str, rng: random.Random, workers: list[Worker],
-             servers: list[str], tailer: LogTailer) -> dict[str, Any]:
-    if fault == "pause":
-        if cfg.pause_target == "server":
-            return {"targets": [rng.choice(servers)]}
-        return {"targets": [rng.choice(workers).name]}
-    if fault == "kill":
-        # One node, or a majority (what it takes to lose a Redlock quorum's keys).
-        count = 1 if len(servers) < 3 or rng.random() < 0.5 else len(servers) // 2 + 1
-        return {"nodes": sorted(rng.sample(servers, count))}
-    return {"holder": next(iter(tailer.holding), None),
-            "clients": [w.name for w in workers]}
+def _start_fault(fault: str, value: Any, faults: dict[str, ScheduledFault],
+                 nlog: EventLog) -> None:
+    f = faults[fault].fault
+    _nemesis_op(f"start-{fault}", value, lambda: f.start(value), nlog)
 
 
-def _start_fault(fault: str, value: Any, nemeses: dict[str, Any], nlog: EventLog) -> None:
-    _nemesis_op(f"start-{fault}", fault, value, nemeses, nlog)
+def _stop_fault(fault: str, faults: dict[str, ScheduledFault], nlog: EventLog) -> None:
+    f = faults[fault].fault
+    _nemesis_op(f"stop-{fault}", None, f.stop, nlog)
 
 
-def _stop_fault(fault: str, nemeses: dict[str, Any], nlog: EventLog) -> None:
-    _nemesis_op(f"stop-{fault}", fault, None, nemeses, nlog)
-
-
-def _nemesis_op(f: str, fault: str, value: Any, nemeses: dict[str, Any],
-                nlog: EventLog) -> None:
+def _nemesis_op(f: str, value: Any, call: Callable[[], Any], nlog: EventLog) -> None:
     """One nemesis op, logged as invoke and completion; a failed op is `info`, never fatal."""
     nlog.write("invoke", f, value)
     try:
-        nlog.write("ok", f, nemeses[fault].invoke(NemesisOp(f, value)))
+        nlog.write("ok", f, call())
     except Interrupted:
         nlog.write("info", f, value, "interrupted")
         raise

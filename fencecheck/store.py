@@ -65,25 +65,19 @@ def _first_line(argv: list[str]) -> str | None:
     return text.splitlines()[0] if text else None
 
 
-BACKEND_VERSION_ARGV: dict[str, list[str]] = {
-    "redis": ["redis-server", "--version"],
-    "redlock": ["redis-server", "--version"],
-    "redis-sentinel": ["redis-server", "--version"],
-    "etcd": ["etcd", "--version"],
-    "zookeeper": ["dpkg-query", "-W", "-f=${Version}", "zookeeper"],
-}
-
-
 def versions(backend: str) -> dict[str, str | None]:
     out: dict[str, str | None] = {
         "fencecheck": version("fencecheck"),
         "python": platform.python_version(),
         "kernel": platform.release(),
     }
-    argv = BACKEND_VERSION_ARGV.get(backend)
-    if argv:
-        out[backend] = _first_line(argv)
-    for lib in ("redis", "kazoo", "httpx", "pottery", "psycopg"):
+    from fencecheck.descriptors import catalog
+
+    b = catalog.backends().get(backend)
+    if b is not None and b.version_argv:
+        out[backend] = _first_line(list(b.version_argv))
+    libs = dict.fromkeys(lib for d in catalog.backends().values() for lib in d.python_libs)
+    for lib in (*libs, "psycopg"):
         with contextlib.suppress(Exception):
             out[f"py:{lib}"] = version(lib)
     return out

@@ -9,6 +9,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fencecheck.workloads.base import WorkloadError
+from fencecheck.workloads.eventlog import Event
+
 
 @dataclass(slots=True)
 class Holding:
@@ -59,21 +62,19 @@ class LogTailer:
                 if not line.strip():
                     continue
                 try:
-                    ev = json.loads(line)
-                except ValueError:
+                    ev = Event.from_json(json.loads(line))
+                except (ValueError, WorkloadError):
                     continue  # the merge step reports malformed lines; progress just skips them
                 fresh.extend(self._event(f.worker, ev, now))
         return fresh
 
-    def _event(self, worker: str, ev: dict[str, object], now: float) -> list[Holding]:
-        typ, f = ev.get("type"), ev.get("f")
+    def _event(self, worker: str, ev: Event, now: float) -> list[Holding]:
+        typ, f = ev.type, ev.f
         if typ != "invoke":
             self.counts[str(typ)] += 1
-        value = ev.get("value") if isinstance(ev.get("value"), dict) else {}
-        assert isinstance(value, dict)
+        value = ev.value if isinstance(ev.value, dict) else {}
         if f == "acquire" and typ == "ok":
-            t = ev.get("time")
-            h = Holding(worker, str(value.get("lock")), t if isinstance(t, int) else 0, now)
+            h = Holding(worker, str(value.get("lock")), ev.time, now)
             self.holding[worker] = h
             return [h]
         if (typ == "invoke" and f in ("release", "acquire")) or typ == "info":

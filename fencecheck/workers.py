@@ -17,6 +17,7 @@ from typing import Any
 from fencecheck.clusters.base import ClientNode
 from fencecheck.config import RunConfig
 from fencecheck.store import write_json
+from fencecheck.workloads.worker import WorkerConfig
 
 log = logging.getLogger(__name__)
 
@@ -33,29 +34,36 @@ class Worker:
 
 
 def worker_config(cfg: RunConfig, i: int, w: Worker, copts: dict[str, Any],
-                   ropts: dict[str, Any], t0_ns: int) -> dict[str, Any]:
-    return {
-        "worker": i,
-        "concurrency": cfg.concurrency,
-        "process_base": 0,
-        "client": cfg.client_name,
-        "client_options": {**copts, "worker": i},  # which endpoint a client tries first
-        "resource": cfg.resource,
-        "resource_options": ropts,
-        "locks": [f"lock-{j}" for j in range(cfg.locks)],
-        "lease_ms": cfg.lease_ms,
-        "acquire_timeout_s": cfg.acquire_timeout_s,
-        "think_ms": cfg.think_ms,
-        "writes_per_section": cfg.writes_per_section,
-        "idle_ms": cfg.idle_ms,
-        "renew": cfg.renew,
-        "log": str(w.events),
-        "t0_ns": t0_ns,
-        "seed": cfg.seed * 1000 + i,
-        "op_timeout_s": cfg.op_timeout_s,
-        **({"workload": cfg.workload, "idempotent": cfg.idempotent}
-           if cfg.workload != "lock" else {}),
-    }
+                  ropts: dict[str, Any], t0_ns: int, process_base: int = 0) -> WorkerConfig:
+    """Worker i's configuration: the record its process reads (workloads.worker owns it)."""
+    config = WorkerConfig(
+        worker=i,
+        concurrency=cfg.concurrency,
+        process_base=process_base,
+        client=cfg.client_name,
+        client_options={**copts, "worker": i},  # which endpoint a client tries first
+        resource=cfg.resource,
+        resource_options=ropts,
+        locks=[f"lock-{j}" for j in range(cfg.locks)],
+        lease_ms=cfg.lease_ms,
+        acquire_timeout_s=cfg.acquire_timeout_s,
+        think_ms=cfg.think_ms,
+        writes_per_section=cfg.writes_per_section,
+        idle_ms=cfg.idle_ms,
+        renew=cfg.renew,
+        log=str(w.events),
+        t0_ns=t0_ns,
+        seed=cfg.seed * 1000 + i,
+        op_timeout_s=cfg.op_timeout_s,
+        workload=cfg.workload,
+        idempotent=cfg.idempotent,
+    )
+    config.validate()
+    return config
+
+
+def write_worker_config(config: WorkerConfig, path: Path) -> None:
+    write_json(path, config.to_json())
 
 
 def spawn(w: Worker, run_dir: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
@@ -88,9 +96,8 @@ def final_read(cfg: RunConfig, w: Worker, run_dir: Path, copts: dict[str, Any],
                 ropts: dict[str, Any], t0_ns: int) -> None:
     """Read every counter once more, after the faults are healed and the workers stopped."""
     fw = Worker(w.name, w.node, run_dir / "final-read.json", run_dir / "final-read.jsonl")
-    conf = worker_config(cfg, 0, fw, copts, ropts, t0_ns)
-    conf["process_base"] = FINAL_READ_PROCESS_BASE
-    write_json(fw.config, conf)
+    write_worker_config(worker_config(cfg, 0, fw, copts, ropts, t0_ns,
+                                      process_base=FINAL_READ_PROCESS_BASE), fw.config)
     proc = spawn(fw, run_dir, ("--final-read",))
     try:
         proc.wait(timeout=max(10.0, cfg.op_timeout_s * (cfg.locks + 2)))

@@ -1,8 +1,11 @@
-"""A worker's event log: append-only JSONL, one event a line, flushed per event.
+"""The event record and a worker's event log: append-only JSONL, one event a line, flushed per
+event.
 
-Each line is `{"time": ns since t0, "process", "type", "f", "value", "error"?}` (DESIGN.md's
-history format without `index`; the controller merges all workers' logs by time and indexes).
-`read_log` reads one back, tolerating a torn last line from a worker killed mid-write.
+`Event` is the one owner of the record that crosses processes: `{"time": ns since t0, "process",
+"type", "f", "value", "error"?}` (DESIGN.md's history format without `index`). Workers and the
+controller's nemesis log write it, the progress tail and the merge read it; the controller
+merges all logs by time and indexes. `read_log` reads one back, tolerating a torn last line
+from a worker killed mid-write.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -18,6 +22,46 @@ from fencecheck.workloads.base import WorkloadError
 log = logging.getLogger(__name__)
 
 EventType = Literal["invoke", "ok", "fail", "info"]
+EVENT_TYPES: tuple[EventType, ...] = ("invoke", "ok", "fail", "info")
+FIELDS = ("time", "process", "type", "f", "value")  # every event has these; `error` is optional
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One operation event. `process`: a worker's process id, or "nemesis"."""
+
+    time: int  # ns since the controller's t0
+    process: int | str
+    type: EventType
+    f: str
+    value: Any = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"time": self.time, "process": self.process, "type": self.type,
+                             "f": self.f, "value": self.value}
+        if self.error is not None:
+            d["error"] = self.error
+        return d
+
+    @classmethod
+    def from_json(cls, data: object) -> Event:
+        """The event in data; WorkloadError naming what is wrong if it is not one."""
+        if not isinstance(data, dict):
+            raise WorkloadError("event: not a JSON object")
+        t, typ, f = data.get("time"), data.get("type"), data.get("f")
+        if not isinstance(t, int) or isinstance(t, bool):
+            raise WorkloadError("event: time is not an integer")
+        if typ not in EVENT_TYPES:
+            raise WorkloadError(f"event: type {typ!r} is not one of {', '.join(EVENT_TYPES)}")
+        if not isinstance(f, str):
+            raise WorkloadError("event: f is not a string")
+        process = data.get("process")
+        if not isinstance(process, int | str) or isinstance(process, bool):
+            raise WorkloadError("event: process is neither a process id nor a name")
+        error = data.get("error")
+        return cls(t, process, typ, f, data.get("value"),
+                   None if error is None else str(error))
 
 
 class EventLog:
@@ -44,11 +88,8 @@ class EventLog:
         """Append one event stamped now; returns its time. Times never decrease within a log."""
         t = max(self.now(), self._last)
         self._last = t
-        event: dict[str, Any] = {"time": t, "process": process, "type": type_, "f": f,
-                                 "value": value}
-        if error is not None:
-            event["error"] = error
-        self._file.write(json.dumps(event) + "\n")
+        event = Event(t, process, type_, f, value, error)
+        self._file.write(json.dumps(event.to_json()) + "\n")
         self._file.flush()
         return t
 

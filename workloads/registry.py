@@ -1,8 +1,9 @@
 """Names of lock clients and resources, and the factories that build them from options.
 
 Every client and resource class takes one argument, `options: Mapping[str, Any]`; the common keys
-are `endpoints` (list of "host:port") and `op_timeout_s`, the rest are backend-specific. Imports
-are lazy (a "module:Class" string), so naming a backend never imports the others' libraries.
+are `endpoints` (list of "host:port") and `op_timeout_s`, the rest are backend-specific. The
+names come from the descriptors (fencecheck.descriptors.catalog, pure data); imports are lazy (a
+"module:Class" string), so naming a backend never imports the others' libraries.
 A name containing ":" is a user plugin, itself a "module:Class" string.
 """
 
@@ -13,29 +14,20 @@ import logging
 from collections.abc import Mapping
 from typing import Any, cast
 
+from fencecheck.descriptors import catalog
 from fencecheck.workloads.base import LockClient, Resource, WorkloadError
 
 log = logging.getLogger(__name__)
 
-CLIENTS: dict[str, str] = {
-    "redis-setnx": "fencecheck.workloads.redis_clients:SetnxClient",
-    "redis-py": "fencecheck.workloads.redis_clients:RedisPyClient",
-    "redlock-ref": "fencecheck.workloads.redlock_clients:RedlockRefClient",
-    "redlock": "fencecheck.workloads.redlock_clients:PotteryRedlockClient",
-    "redis-sentinel": "fencecheck.workloads.sentinel_client:SentinelSetnxClient",
-    "etcd": "fencecheck.workloads.etcd_client:EtcdClient",
-    "zookeeper": "fencecheck.workloads.zk_client:ZkClient",
-    # leader elections (the `leader` workload)
-    "etcd-election": "fencecheck.workloads.leader_clients:EtcdElectionClient",
-    "zookeeper-election": "fencecheck.workloads.leader_clients:ZkElectionClient",
-    "redis-lease": "fencecheck.workloads.leader_clients:RedisLeaseClient",
-}
 
-RESOURCES: dict[str, str] = {
-    "store": "fencecheck.workloads.store:StoreResource",
-    "postgres": "fencecheck.workloads.pg_resource:PgResource",
-    "etcd": "fencecheck.workloads.etcd_resource:EtcdResource",
-}
+
+def __getattr__(name: str) -> Any:
+    # name -> "module:Class" tables, derived from the descriptors (and installed plugins).
+    if name == "CLIENTS":
+        return {c.name: c.spec for c in catalog.clients().values()}
+    if name == "RESOURCES":
+        return {r.name: r.spec for r in catalog.resources().values()}
+    raise AttributeError(name)
 
 
 def load_class(spec: str) -> type[Any]:
@@ -71,13 +63,13 @@ def _resolve(kind: str, table: Mapping[str, str], name: str) -> type[Any]:
 
 def make_client(name: str, options: Mapping[str, Any]) -> LockClient:
     """Build the lock client called `name` (or a plugin "module:Class") from `options`."""
-    cls = _resolve("client", CLIENTS, name)
+    cls = _resolve("client", {c.name: c.spec for c in catalog.clients().values()}, name)
     log.debug("client %s -> %s.%s", name, cls.__module__, cls.__qualname__)
     return cast(LockClient, cls(options))
 
 
 def make_resource(name: str, options: Mapping[str, Any]) -> Resource:
     """Build the resource called `name` (or a plugin "module:Class") from `options`."""
-    cls = _resolve("resource", RESOURCES, name)
+    cls = _resolve("resource", {r.name: r.spec for r in catalog.resources().values()}, name)
     log.debug("resource %s -> %s.%s", name, cls.__module__, cls.__qualname__)
     return cast(Resource, cls(options))

@@ -1,0 +1,109 @@
+"""The descriptor types: a backend (its lock service and facts), a lock client, a resource, a
+fault, and what a machine needs for them. Pure data: factories are "module:Class" strings,
+imported only when a run uses them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Capabilities a lock service may declare; a fault requires some of them. A service that
+# declares one implements the matching protocol of fencecheck.clusters.base (Pausable,
+# Killable, ...): the declaration is what the up-front check reads, the protocol what the fault
+# calls.
+PAUSE = "pause"  # Pausable: SIGSTOP/SIGCONT one server
+KILL = "kill"  # Killable: SIGKILL one server and restart it on its data
+CLOCK = "clock"  # its servers' clocks can be moved by the LD_PRELOAD shim (takes env_for)
+FAILOVER = "failover"  # FailsOver: a primary that replicas take over from
+
+RUNTIMES: tuple[str, ...] = ("netns", "docker", "ssh")
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """Something a machine needs for a backend: a binary on PATH or a file, and the Debian
+    package that provides it (what `fencecheck doctor` checks and scripts/setup.sh installs)."""
+
+    what: str
+    binary: str | None = None
+    path: str | None = None
+    package: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientDescriptor:
+    """A lock client a worker can build: `spec` is its "module:Class", constructed with one
+    argument, the options mapping. `token` says what its grants' token means (None: no token)."""
+
+    name: str
+    spec: str
+    token: str | None = "a fencing token"
+    workloads: frozenset[str] = frozenset({"lock", "leader", "cron"})
+
+
+@dataclass(frozen=True, slots=True)
+class BackendDescriptor:
+    """Everything about one lock backend.
+
+    `service` is the "module:Class" of its LockService, built with the keyword arguments named
+    in `service_args` (a subset of "persistence", "env_for", "ledger"): declared, never guessed.
+    `clients`: the clients that drive it, the default first. `capabilities`: what faults may
+    rely on (PAUSE, KILL, CLOCK, FAILOVER). `clock_refusal`: why CLOCK is missing, shown when a
+    clock fault is refused. `version_argv`: prints the server's version on its first line."""
+
+    name: str
+    summary: str
+    service: str
+    clients: tuple[ClientDescriptor, ...]
+    token: str
+    nodes: int
+    capabilities: frozenset[str] = frozenset()
+    service_args: frozenset[str] = frozenset()
+    runtimes: frozenset[str] = frozenset(RUNTIMES)
+    max_nodes: int = 9
+    needs: tuple[Need, ...] = ()
+    version_argv: tuple[str, ...] = ()
+    python_libs: tuple[str, ...] = ()
+    clock_refusal: str | None = None
+
+    @property
+    def default_client(self) -> str:
+        return self.clients[0].name
+
+    @property
+    def client_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.clients)
+
+    @property
+    def apt(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p for n in self.needs for p in n.package.split() if p))
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDescriptor:
+    """What a lock protects. `spec`: the worker-side Resource "module:Class"; `starter`: the
+    controller-side "module:function" that starts its server and returns the options its
+    clients get (see fencecheck.resources). `backends`/`workloads`: None means any."""
+
+    name: str
+    spec: str
+    starter: str
+    summary: str = ""
+    backends: frozenset[str] | None = None
+    workloads: frozenset[str] | None = None
+    needs: tuple[Need, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FaultDescriptor:
+    """A fault: `factory` is the "module:Class" of its Fault (fencecheck.faults.base), built
+    with a FaultContext. `requires`: service capabilities it needs; `runtimes`: where it works;
+    `waits_for_grant`: with --pause-target holder the schedule starts it only once a fresh grant
+    is seen (so it lands inside a critical section)."""
+
+    name: str
+    factory: str
+    summary: str = ""
+    requires: frozenset[str] = frozenset()
+    runtimes: frozenset[str] = frozenset(RUNTIMES)
+    waits_for_grant: bool = True
+    needs: tuple[Need, ...] = field(default=())

@@ -1,0 +1,112 @@
+"""Every backend, lock client and resource: the built-in descriptor modules plus what installed
+plugins register under the entry-point groups `fencecheck.backends` (a BackendDescriptor),
+`fencecheck.clients` (a ClientPlugin: a client and the backends it drives) and
+`fencecheck.resources` (a ResourceDescriptor); see docs/extending.md. Every table that lists
+backends is derived from here."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+from fencecheck.descriptors import etcd, redis, redlock, sentinel, zookeeper
+from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, ResourceDescriptor
+from fencecheck.descriptors.resources import RESOURCES as BUILTIN_RESOURCES
+
+log = logging.getLogger(__name__)
+
+BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
+    redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
+)
+
+GROUPS = ("fencecheck.backends", "fencecheck.clients", "fencecheck.resources", "fencecheck.faults")
+
+
+class CatalogError(ValueError):
+    """A plugin's entry point does not load or is not the descriptor its group expects."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientPlugin:
+    """What the `fencecheck.clients` group registers: a client for existing backends."""
+
+    client: ClientDescriptor
+    backends: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plugin:
+    """One entry point as `fencecheck plugins` lists it."""
+
+    group: str
+    name: str
+    value: str
+    dist: str | None
+
+
+def plugins(group: str) -> list[Plugin]:
+    out = []
+    for ep in entry_points(group=group):
+        dist = ep.dist.name if ep.dist is not None else None
+        out.append(Plugin(group, ep.name, ep.value, dist))
+    return sorted(out, key=lambda p: p.name)
+
+
+def load_group(group: str, kind: type) -> list[object]:
+    """The loaded objects of `group`; each must be an instance of `kind`."""
+    out: list[object] = []
+    for ep in entry_points(group=group):
+        try:
+            obj = ep.load()
+        except Exception as e:  # a broken plugin names itself, not a traceback
+            raise CatalogError(f"plugin {ep.name} ({ep.value}) in {group} does not load: {e}") \
+                from None
+        if not isinstance(obj, kind):
+            raise CatalogError(f"plugin {ep.name} ({ep.value}) in {group} is not a "
+                               f"{kind.__name__}")
+        out.append(obj)
+    return out
+
+
+@functools.cache
+def backends() -> dict[str, BackendDescriptor]:
+    """Every backend by name, with plugin clients appended to the backends they drive."""
+    table = {b.name: b for b in BUILTIN_BACKENDS}
+    for b in load_group("fencecheck.backends", BackendDescriptor):
+        assert isinstance(b, BackendDescriptor)
+        table[b.name] = b
+    for p in load_group("fencecheck.clients", ClientPlugin):
+        assert isinstance(p, ClientPlugin)
+        for name in p.backends:
+            if name not in table:
+                raise CatalogError(f"plugin client {p.client.name} drives unknown backend "
+                                   f"{name!r}")
+            b = table[name]
+            table[name] = dataclasses.replace(b, clients=(*b.clients, p.client))
+    return table
+
+
+def backend(name: str) -> BackendDescriptor:
+    return backends()[name]
+
+
+@functools.cache
+def clients() -> dict[str, ClientDescriptor]:
+    """Every client by name (a client driving several backends is listed once)."""
+    out: dict[str, ClientDescriptor] = {}
+    for b in backends().values():
+        for c in b.clients:
+            out.setdefault(c.name, c)
+    return out
+
+
+@functools.cache
+def resources() -> dict[str, ResourceDescriptor]:
+    table = {r.name: r for r in BUILTIN_RESOURCES}
+    for r in load_group("fencecheck.resources", ResourceDescriptor):
+        assert isinstance(r, ResourceDescriptor)
+        table[r.name] = r
+    return table

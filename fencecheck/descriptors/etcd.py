@@ -1,0 +1,29 @@
+"""The `etcd` backend: an etcd cluster; leases and the v3 lock API, the create revision as token."""
+
+from __future__ import annotations
+
+from fencecheck.descriptors.base import KILL, PAUSE, BackendDescriptor, ClientDescriptor, Need
+
+BACKEND = BackendDescriptor(
+    name="etcd",
+    summary="an etcd cluster (3 or 5 members)",
+    service="fencecheck.clusters.etcd:EtcdService",
+    clients=(
+        ClientDescriptor("etcd", "fencecheck.workloads.etcd_client:EtcdClient",
+                         token="the lock key's create revision"),
+        ClientDescriptor("etcd-election", "fencecheck.workloads.leader_clients:EtcdElectionClient",
+                         token="the leader key's create revision"),
+    ),
+    token="create revision",
+    nodes=3,
+    capabilities=frozenset({PAUSE, KILL}),
+    service_args=frozenset({"env_for", "ledger"}),
+    needs=(Need("etcd", binary="etcd", package="etcd-server"),
+           Need("etcdctl", binary="etcdctl", package="etcd-client")),
+    version_argv=("etcd", "--version"),
+    python_libs=("httpx",),
+    clock_refusal=(
+        "the clock nemesis cannot skew etcd: Go binaries read the clock through the vDSO, "
+        "which an LD_PRELOAD shim cannot intercept (and etcd expires leases by monotonic time)"
+    ),
+)

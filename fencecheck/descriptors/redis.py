@@ -1,0 +1,36 @@
+"""The `redis` backend: one redis-server; SET NX PX locks, a token from INCR in the same script."""
+
+from __future__ import annotations
+
+from fencecheck.descriptors.base import (
+    CLOCK,
+    KILL,
+    PAUSE,
+    BackendDescriptor,
+    ClientDescriptor,
+    Need,
+)
+
+REDIS_NEEDS = (Need("redis", binary="redis-server", package="redis-server"),)
+REDIS_VERSION = ("redis-server", "--version")
+
+BACKEND = BackendDescriptor(
+    name="redis",
+    summary="a single redis-server",
+    service="fencecheck.clusters.redis:RedisService",
+    clients=(
+        ClientDescriptor("redis-setnx", "fencecheck.workloads.redis_clients:SetnxClient",
+                         token="INCR of a per-lock counter in the SET NX script"),
+        ClientDescriptor("redis-py", "fencecheck.workloads.redis_clients:RedisPyClient",
+                         token=None),
+        ClientDescriptor("redis-lease", "fencecheck.workloads.leader_clients:RedisLeaseClient",
+                         token="INCR of a per-lock counter in the SET NX script"),
+    ),
+    token="setnx: yes",
+    nodes=1,
+    capabilities=frozenset({PAUSE, KILL, CLOCK}),
+    service_args=frozenset({"persistence", "env_for", "ledger"}),
+    needs=REDIS_NEEDS,
+    version_argv=REDIS_VERSION,
+    python_libs=("redis",),
+)

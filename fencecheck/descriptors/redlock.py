@@ -1,0 +1,25 @@
+"""The `redlock` backend: independent redis masters and the Redlock algorithm (no token)."""
+
+from __future__ import annotations
+
+from fencecheck.descriptors.base import CLOCK, KILL, PAUSE, BackendDescriptor, ClientDescriptor
+from fencecheck.descriptors.redis import REDIS_NEEDS, REDIS_VERSION
+
+BACKEND = BackendDescriptor(
+    name="redlock",
+    summary="independent redis masters (5 by default)",
+    service="fencecheck.clusters.redis:RedisService",
+    clients=(
+        ClientDescriptor("redlock-ref", "fencecheck.workloads.redlock_clients:RedlockRefClient",
+                         token=None),
+        ClientDescriptor("redlock", "fencecheck.workloads.redlock_clients:PotteryRedlockClient",
+                         token=None),
+    ),
+    token="none",
+    nodes=5,
+    capabilities=frozenset({PAUSE, KILL, CLOCK}),
+    service_args=frozenset({"persistence", "env_for", "ledger"}),
+    needs=REDIS_NEEDS,
+    version_argv=REDIS_VERSION,
+    python_libs=("redis", "pottery"),
+)

@@ -1,0 +1,33 @@
+"""The `redis-sentinel` backend: a primary, replicas and sentinels that fail over."""
+
+from __future__ import annotations
+
+from fencecheck.descriptors.base import (
+    CLOCK,
+    FAILOVER,
+    KILL,
+    PAUSE,
+    BackendDescriptor,
+    ClientDescriptor,
+    Need,
+)
+from fencecheck.descriptors.redis import REDIS_NEEDS, REDIS_VERSION
+
+BACKEND = BackendDescriptor(
+    name="redis-sentinel",
+    summary="a redis primary with replicas and sentinels (3 + 3)",
+    service="fencecheck.clusters.sentinel:SentinelService",
+    clients=(
+        ClientDescriptor("redis-sentinel",
+                         "fencecheck.workloads.sentinel_client:SentinelSetnxClient",
+                         token="INCR on the primary (lost with the primary's unreplicated writes)"),
+    ),
+    token="yes",
+    nodes=3,
+    capabilities=frozenset({PAUSE, KILL, CLOCK, FAILOVER}),
+    service_args=frozenset({"persistence", "env_for", "ledger"}),
+    needs=(*REDIS_NEEDS,
+           Need("redis-sentinel", binary="redis-sentinel", package="redis-sentinel")),
+    version_argv=REDIS_VERSION,
+    python_libs=("redis",),
+)

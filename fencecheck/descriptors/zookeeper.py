@@ -1,0 +1,33 @@
+"""The `zookeeper` backend: a ZooKeeper ensemble; kazoo's lock recipe, the czxid as token."""
+
+from __future__ import annotations
+
+from fencecheck.descriptors.base import (
+    CLOCK,
+    KILL,
+    PAUSE,
+    BackendDescriptor,
+    ClientDescriptor,
+    Need,
+)
+
+BACKEND = BackendDescriptor(
+    name="zookeeper",
+    summary="a ZooKeeper ensemble (3 or 5 servers)",
+    service="fencecheck.clusters.zookeeper:ZookeeperService",
+    clients=(
+        ClientDescriptor("zookeeper", "fencecheck.workloads.zk_client:ZkClient",
+                         token="the lock node's czxid"),
+        ClientDescriptor("zookeeper-election",
+                         "fencecheck.workloads.leader_clients:ZkElectionClient",
+                         token="the election node's czxid"),
+    ),
+    token="czxid",
+    nodes=3,
+    capabilities=frozenset({PAUSE, KILL, CLOCK}),
+    service_args=frozenset({"env_for", "ledger"}),
+    needs=(Need("java (ZooKeeper)", binary="java", package="default-jre-headless"),
+           Need("zookeeper", path="/usr/share/java/zookeeper.jar", package="zookeeper")),
+    version_argv=("dpkg-query", "-W", "-f=${Version}", "zookeeper"),
+    python_libs=("kazoo",),
+)

@@ -1,0 +1,129 @@
+"""The fault protocol, what a fault is built with and bound to, and what the schedule shows it.
+
+Lifecycle, in the controller's order: built with FaultOptions before anything starts; if it is
+a ServiceEnv, `prepare` runs before the lock service starts (its env goes to every server);
+`bind` once the service and the workers run; then any number of `start`/`stop` pairs from the
+schedule; `heal` on every exit path (idempotent, undoes whatever is still in effect).
+A fault never changes the lock service's logical state beyond its fault.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from fencecheck.clusters.base import Cluster, LockService
+
+EnvFor = Callable[[str], Mapping[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class FaultOptions:
+    """What a fault is built with: the run's settings that shape it, and its own seeded rng
+    (shared by the run's faults, seeded from the run's seed)."""
+
+    run_id: str
+    run_dir: Path
+    backend: str
+    lease_ms: int
+    pause_target: str  # "holder" | "random" | "server"
+    pause_duration_s: tuple[float, float]
+    rng: random.Random
+
+
+@dataclass(frozen=True, slots=True)
+class FaultContext:
+    """What a fault acts on once the run is up. `workers`: worker name -> local pid."""
+
+    cluster: Cluster
+    servers: Sequence[str]
+    resource_node: str
+    service: LockService
+    workers: Mapping[str, int]
+    ledger: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleView:
+    """What the schedule knows when a fault starts. `holding`: workers holding a lock now;
+    `fresh_holder`: the worker of the fresh grant a holder-aware start waited for (None when it
+    waited in vain); `waited`: whether this start waited for a grant at all."""
+
+    workers: Sequence[str]
+    servers: Sequence[str]
+    holding: Sequence[str]
+    fresh_holder: str | None = None
+    waited: bool = False
+
+
+class Fault(Protocol):
+    """One kind of fault in one run."""
+
+    name: str
+
+    def bind(self, ctx: FaultContext) -> None:
+        """Find the targets this fault acts on. Must not inject anything yet."""
+        ...
+
+    def hold_range_s(self) -> tuple[float, float]:
+        """How long one fault holds by default (the schedule draws within it; --fault-duration
+        overrides it)."""
+        ...
+
+    def targets(self, rng: random.Random, view: ScheduleView) -> Any:
+        """The value of the next start (JSON-able: the history records it). Draws only from rng."""
+        ...
+
+    def start(self, value: Any) -> Any:
+        """Inject the fault; returns what the completion records."""
+        ...
+
+    def stop(self) -> Any:
+        """Undo the fault started last; returns what the completion records."""
+        ...
+
+    def heal(self) -> None:
+        """Undo every fault still in effect. Idempotent; runs on every exit path."""
+        ...
+
+
+@runtime_checkable
+class ServiceEnv(Protocol):
+    """A fault that must shape the servers' environment before they start (the clock shim)."""
+
+    def prepare(self, stack: ExitStack) -> EnvFor:
+        """Set up; register its undo on stack first; return env_for(node) for the servers."""
+        ...
+
+
+class NoFault:
+    """The no-op fault."""
+
+    name = "none"
+
+    def bind(self, ctx: FaultContext) -> None:
+        return None
+
+    def hold_range_s(self) -> tuple[float, float]:
+        return (3.0, 6.0)
+
+    def targets(self, rng: random.Random, view: ScheduleView) -> Any:
+        return None
+
+    def start(self, value: Any) -> Any:
+        return None
+
+    def stop(self) -> Any:
+        return None
+
+    def heal(self) -> None:
+        return None
+
+
+def default_targets(view: ScheduleView) -> dict[str, Any]:
+    """Who a network or clock fault should aim at: the current holder and the clients."""
+    return {"holder": next(iter(view.holding), None), "clients": list(view.workers)}

@@ -1,0 +1,72 @@
+"""A plugin package from outside the tree (tests/plugin_pkg: a lock client and a fault) is
+pip-installed into the test venv, listed by `fencecheck plugins`, and driven end to end by
+`fencecheck run`; a fault a runtime cannot host is refused up front."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import fencecheck_argv
+
+PKG = Path(__file__).resolve().parents[1] / "plugin_pkg"
+DIST = "fencecheck-demo-plugin"
+
+
+def _pip(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "-q", "--disable-pip-version-check", *args],
+                   check=True, capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def plugin() -> Iterator[None]:
+    # Built in isolation (the venv's setuptools may predate bdist_wheel); uninstalled after, so the
+    # rest of the suite sees only the built-in catalog.
+    _pip("install", "--no-deps", str(PKG))
+    try:
+        yield
+    finally:
+        _pip("uninstall", "-y", DIST)
+
+
+def test_plugins_lists_the_installed_client_and_fault(plugin: None) -> None:
+    r = subprocess.run(fencecheck_argv("plugins"), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "fencecheck.clients: demo-setnx" in r.stdout and DIST in r.stdout
+    assert "fencecheck.faults: freeze-all" in r.stdout
+    redis_line = next(x for x in r.stdout.splitlines() if x.strip().startswith("redis:"))
+    assert redis_line.strip().endswith("demo-setnx")  # appended: the default stays first
+
+
+def test_an_unsupported_runtime_is_refused_naming_both(plugin: None, tmp_path: Path) -> None:
+    r = subprocess.run(fencecheck_argv("run", "--store", str(tmp_path), "--nemesis", "freeze-all",
+                                       "--runtime", "docker"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and "Traceback" not in r.stderr
+    assert "freeze-all" in r.stderr and "docker" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.netns
+@pytest.mark.usefixtures("no_leftovers")
+def test_plugin_client_and_fault_run_end_to_end(plugin: None, tmp_path: Path) -> None:
+    r = subprocess.run(fencecheck_argv("run", "--store", str(tmp_path), "--client", "demo-setnx",
+                                       "--nemesis", "freeze-all", "--time-limit", "6",
+                                       "--interval", "0.5,1", "--concurrency", "3", "--seed", "3"),
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    run_dir = next(tmp_path.glob("*/latest")).resolve()
+    assert json.loads((run_dir / "nodes" / "c1" / "worker.json").read_text())["client"] == \
+        "demo-setnx"
+    history = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
+    grants = [e for e in history if e["f"] == "acquire" and e["type"] == "ok"]
+    assert grants and all(e["value"].get("token") is None for e in grants)
+    faults = [e for e in history if e["process"] == "nemesis" and e["type"] == "ok"]
+    assert any(e["f"] == "start-freeze-all" and e["value"]["frozen"] == ["c1", "c2", "c3"]
+               for e in faults), faults
+    assert any(e["f"] == "stop-freeze-all" for e in faults)

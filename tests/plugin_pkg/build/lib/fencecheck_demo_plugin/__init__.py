@@ -1,0 +1,1 @@
+"""A plugin package as a third party would write one: a Redis lock client and a fault."""
