@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from fencecheck.descriptors import etcd, redis, redlock, sentinel, zookeeper
+from fencecheck.descriptors import etcd, postgres_advisory, redis, redlock, sentinel, zookeeper
 from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, ResourceDescriptor
 from fencecheck.descriptors.resources import RESOURCES as BUILTIN_RESOURCES
 
@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
+    postgres_advisory.BACKEND,
 )
 
 GROUPS = ("fencecheck.backends", "fencecheck.clients", "fencecheck.resources", "fencecheck.faults")

@@ -13,6 +13,7 @@ BACKEND = BackendDescriptor(
                          token="the lock key's create revision"),
         ClientDescriptor("etcd-election", "fencecheck.workloads.leader_clients:EtcdElectionClient",
                          token="the leader key's create revision"),
+        ClientDescriptor("etcd3", "fencecheck.workloads.pylib_clients:Etcd3Client", token=None),
     ),
     token="create revision",
     nodes=3,
@@ -21,7 +22,7 @@ BACKEND = BackendDescriptor(
     needs=(Need("etcd", binary="etcd", package="etcd-server"),
            Need("etcdctl", binary="etcdctl", package="etcd-client")),
     version_argv=("etcd", "--version"),
-    python_libs=("httpx",),
+    python_libs=("httpx", "etcd3"),
     clock_refusal=(
         "the clock nemesis cannot skew etcd: Go binaries read the clock through the vDSO, "
         "which an LD_PRELOAD shim cannot intercept (and etcd expires leases by monotonic time)"

@@ -25,6 +25,8 @@ BACKEND = BackendDescriptor(
                          token=None),
         ClientDescriptor("redis-lease", "fencecheck.workloads.leader_clients:RedisLeaseClient",
                          token="INCR of a per-lock counter in the SET NX script"),
+        ClientDescriptor("python-redis-lock",
+                         "fencecheck.workloads.pylib_clients:PythonRedisLockClient", token=None),
     ),
     token="setnx: yes",
     nodes=1,
@@ -32,5 +34,5 @@ BACKEND = BackendDescriptor(
     service_args=frozenset({"persistence", "env_for", "ledger"}),
     needs=REDIS_NEEDS,
     version_argv=REDIS_VERSION,
-    python_libs=("redis",),
+    python_libs=("redis", "python-redis-lock"),
 )

@@ -14,6 +14,8 @@ BACKEND = BackendDescriptor(
                          token=None),
         ClientDescriptor("redlock", "fencecheck.workloads.redlock_clients:PotteryRedlockClient",
                          token=None),
+        ClientDescriptor("aioredlock", "fencecheck.workloads.pylib_clients:AioredlockClient",
+                         token=None),
     ),
     token="none",
     nodes=5,
@@ -21,5 +23,5 @@ BACKEND = BackendDescriptor(
     service_args=frozenset({"persistence", "env_for", "ledger"}),
     needs=REDIS_NEEDS,
     version_argv=REDIS_VERSION,
-    python_libs=("redis", "pottery"),
+    python_libs=("redis", "pottery", "aioredlock"),
 )
