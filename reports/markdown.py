@@ -5,6 +5,8 @@ violation, and whether the row met its expectation.
 
     python -m fencecheck.reports.markdown store/_matrix/libraries > docs/comparison.md
 
+Several output directories (a matrix run in parts, `--only`) make one table, in the order given.
+
 It reads `matrix.json` and each run's `test.json` and `results.json`; it runs nothing.
 """
 
@@ -140,19 +142,23 @@ def render(rows: Sequence[Line], source: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fencecheck.reports.markdown",
                                  description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("out_dir", type=Path, help="a `fencecheck matrix --out` directory")
+    ap.add_argument("out_dirs", type=Path, nargs="+", metavar="OUT_DIR",
+                    help="a `fencecheck matrix --out` directory")
     ap.add_argument("--source", default="examples/libraries.toml",
                     help="the matrix file named in the heading")
     args = ap.parse_args(argv)
-    if not (args.out_dir / "matrix.json").is_file():
-        print(f"error: {args.out_dir}/matrix.json: not found (run `fencecheck matrix` first)",
-              file=sys.stderr)
-        return 3
-    try:
-        sys.stdout.write(render(lines(args.out_dir), args.source))
-    except (OSError, ValueError, KeyError) as e:
-        print(f"error: {args.out_dir}: unreadable matrix output ({e})", file=sys.stderr)
-        return 3
+    rows: list[Line] = []
+    for out_dir in args.out_dirs:
+        if not (out_dir / "matrix.json").is_file():
+            print(f"error: {out_dir}/matrix.json: not found (run `fencecheck matrix` first)",
+                  file=sys.stderr)
+            return 3
+        try:
+            rows += lines(out_dir)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"error: {out_dir}: unreadable matrix output ({e})", file=sys.stderr)
+            return 3
+    sys.stdout.write(render(rows, args.source))
     return 0
 
 

@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fencecheck.reports.markdown import lines, main, render
+from fencecheck.descriptors.catalog import backends
+from fencecheck.matrix import load_matrix
+from fencecheck.reports.markdown import LIBRARIES, lines, main, render
 
 
 def _run(root: Path, name: str, verdict: str, client: str, fencing: bool,
@@ -55,3 +57,19 @@ def test_render_names_every_row_and_flags_the_missed_one(tmp_path: Path) -> None
 def test_a_directory_without_a_matrix_is_a_clear_error(tmp_path: Path, capsys: Any) -> None:
     assert main([str(tmp_path)]) == 3
     assert "matrix.json: not found" in capsys.readouterr().err
+
+
+def test_the_libraries_example_covers_every_backend_and_lock_library(tmp_path: Path) -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / "libraries.toml"
+    m = load_matrix(path, tmp_path / "store")
+    configs = [r.configs[0] for r in m.rows]
+    assert {c.backend for c in configs} == set(backends())
+    clients = {c.client_name for c in configs}
+    assert {"python-redis-lock", "aioredlock", "etcd3", "pg-advisory",
+            "pg-advisory-counter"} <= clients
+    assert clients <= set(LIBRARIES)  # the table names each one
+    assert all(len(r.seeds) == 2 for r in m.rows)
+    for lib in ("python-redis-lock", "aioredlock", "etcd3", "pg-advisory"):
+        expects = {r.expect for r, c in zip(m.rows, configs, strict=True)
+                   if c.client_name == lib}
+        assert expects == {"must-find", "must-pass"}, lib
