@@ -31,6 +31,8 @@ LIBRARIES: dict[str, tuple[str, str | None]] = {
     "redlock-ref": ("the published Redlock algorithm (reference client)", "redis"),
     "redlock": ("pottery `Redlock`", "pottery"),
     "aioredlock": ("aioredlock `Aioredlock.lock` (watchdog)", "aioredlock"),
+    "redis-setnx-careless": ("redis-setnx, careless (plain DEL, blind renew, works on)", "redis"),
+    "etcd-careless": ("etcd, careless (plain delete, blind renew, works on)", "httpx"),
     "redis-sentinel": ("SET NX on the Sentinel primary", "redis"),
     "etcd": ("etcd lease + v3 lock API (JSON gateway)", "httpx"),
     "etcd3": ("python-etcd3 `Lock` (gRPC)", "etcd3"),

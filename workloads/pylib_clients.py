@@ -162,6 +162,9 @@ class AioredlockClient:
             self._run(manager.extend(handle, lease_ms / 1000.0))
         except DefiniteFailure as e:
             raise DefiniteFailure("not-owner", str(e)) from None
+        except RuntimeError as e:
+            # "Lock is not valid": its watchdog's failed extend already unlocked it.
+            raise DefiniteFailure("not-owner", str(e)) from None
         return Grant(grant.lock, grant.token, lease_ms, grant.handle)
 
     def release(self, grant: Grant) -> None:
