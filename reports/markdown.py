@@ -113,6 +113,32 @@ def lines(out_dir: Path) -> list[Line]:
     return out
 
 
+NOTES = """\
+## Reading it
+
+- **No token, no fence.** Only `redis-setnx`, `etcd`, `zookeeper` and `pg-advisory-counter` give
+  a fencing token; with `--fencing on` the resource rejects every write with a lower token than
+  it has seen, which is why their fenced rows find nothing under the same faults.
+- **Renewers stop with their process.** python-redis-lock's renewal thread and aioredlock's
+  watchdog renew in the background; a paused process pauses them too, the lease runs out, and the
+  main thread carries on writing after the pause. Their renewals are not in the history, which
+  only makes the checker quieter.
+- **python-etcd3 does not renew at all.** Its `Lock` holds a lease of `ttl` whole seconds that
+  only `refresh()` extends; a critical section longer than the ttl loses the lock with no fault.
+  The partition rows' sections (4 writes 700 ms apart) outlast its 1 s ttl, so what the etcd3
+  partition row finds would be found without the partition too.
+- **An advisory lock lives with its session.** A paused holder's kernel still answers TCP
+  keepalives, so PostgreSQL keeps the session and the lock for the whole pause (nothing found
+  without `idle_session_timeout`). A holder cut off from PostgreSQL but not from the resource
+  loses the lock once the server's keepalive gives up (about a lease plus a second), and goes
+  on writing.
+- **Not in the table:** `clock` on etcd (Go reads the clock through the vDSO; the shim cannot
+  move it) and on postgres-advisory (PostgreSQL is not run under the shim), `kill` on
+  postgres-advisory (no restart on its data here): both are refused up front. Kubernetes Leases
+  need an API server, which cannot run on this machine.
+"""
+
+
 def render(rows: Sequence[Line], source: str) -> str:
     met = sum(r.met for r in rows)
     out = [
@@ -138,7 +164,7 @@ def render(rows: Sequence[Line], source: str) -> str:
             f"| {r.found}/{r.seeds} | {', '.join(r.kinds) or '–'} | {first} "
             f"| {'met' if r.met else '**MISSED**'} |"
         )
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n\n" + NOTES
 
 
 def main(argv: Sequence[str] | None = None) -> int:
