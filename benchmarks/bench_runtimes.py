@@ -6,7 +6,8 @@ tests/clusters/test_ssh.py). Must run as root with dockerd running.
     .venv/bin/python benchmarks/bench_runtimes.py --repeat 3 [--runtimes netns,docker,ssh]
 
 Prints a Markdown table of median seconds (and docker / netns). The image build from nothing is
-measured apart: `docker rmi` the fencecheck images, then `time python -m fencecheck.clusters.image`.
+measured apart: `docker rmi` the fencecheck images, then
+`time python -m fencecheck.clusters.runtimes.image`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fencecheck.clusters.etcd import EtcdService
-from fencecheck.clusters.netns import NetnsRuntime
-from fencecheck.clusters.redis import RedisService
-from fencecheck.clusters.zookeeper import ZookeeperService
+from fencecheck.clusters.runtimes.netns import NetnsRuntime
+from fencecheck.clusters.services.etcd import EtcdService
+from fencecheck.clusters.services.redis import RedisService
+from fencecheck.clusters.services.zookeeper import ZookeeperService
 
 SERVICES: dict[str, tuple[Callable[..., Any], int]] = {
     "redis": (RedisService, 1), "etcd": (EtcdService, 3), "zookeeper": (ZookeeperService, 3),
@@ -61,8 +62,8 @@ def main() -> None:
     }
     closers: list[Callable[[], None]] = []
     if "docker" in runtimes:
-        from fencecheck.clusters.docker import DockerRuntime, docker_client
-        from fencecheck.clusters.image import ensure_image
+        from fencecheck.clusters.runtimes.docker import DockerRuntime, docker_client
+        from fencecheck.clusters.runtimes.image import ensure_image
 
         image = ensure_image(docker_client())
         makers["docker"] = lambda rid, store: DockerRuntime(rid, store, "10.98.0.0/24",

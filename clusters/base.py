@@ -122,7 +122,7 @@ class Cluster:
 
 
 class Runtime(Protocol):
-    """Makes and removes nodes. `setup` records every resource in the run's store before it
+    """Makes and removes nodes. `setup` records every resource in the run's ledger before it
     creates it; `teardown` is idempotent and removes exactly what was recorded."""
 
     name: str
@@ -149,7 +149,7 @@ class LockService(Protocol):
 
     name: str
 
-    def setup(self, nodes: Mapping[str, Remote], store: Path) -> None: ...
+    def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None: ...
 
     def endpoints(self) -> list[str]:
         """Addresses clients connect to, e.g. ["10.77.0.2:6379"]."""
@@ -175,7 +175,8 @@ class Killable(Protocol):
 @runtime_checkable
 class LogFiles(Protocol):
     def log_files(self) -> dict[str, list[Path]]:
-        """node -> log files already under the store (collected on teardown at the latest)."""
+        """node -> log files already under the run directory (collected on teardown at the
+        latest)."""
         ...
 
 

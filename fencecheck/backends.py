@@ -11,7 +11,7 @@ from typing import Any
 from fencecheck.clusters.base import LockService
 from fencecheck.config import ConfigError, RunConfig
 from fencecheck.descriptors import catalog
-from fencecheck.descriptors.base import BackendDescriptor, ResourceDescriptor
+from fencecheck.descriptors.base import CLOCK, BackendDescriptor, ResourceDescriptor
 from fencecheck.faults.registry import faults as fault_table
 from fencecheck.resources import STORE_PORT, store_argv
 
@@ -38,9 +38,9 @@ def __getattr__(name: str) -> Any:
 
 
 RUNTIMES: dict[str, str] = {
-    "netns": "fencecheck.clusters.netns:NetnsRuntime",
-    "docker": "fencecheck.clusters.docker:DockerRuntime",
-    "ssh": "fencecheck.clusters.ssh:SshRuntime",
+    "netns": "fencecheck.clusters.runtimes.netns:NetnsRuntime",
+    "docker": "fencecheck.clusters.runtimes.docker:DockerRuntime",
+    "ssh": "fencecheck.clusters.runtimes.ssh:SshRuntime",
 }
 
 
@@ -99,7 +99,7 @@ def check_compatible(cfg: RunConfig) -> None:
         missing = f.requires - b.capabilities
         if missing:
             able = [x.name for x in catalog.backends().values() if f.requires <= x.capabilities]
-            why = b.clock_refusal if "clock" in missing and b.clock_refusal else (
+            why = b.clock_refusal if CLOCK in missing and b.clock_refusal else (
                 f"it needs {', '.join(sorted(missing))} (backends that have it: "
                 f"{', '.join(able) or 'none'})")
             raise ConfigError(f"bad configuration: nemesis: {name}: not supported by backend "

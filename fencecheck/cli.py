@@ -189,7 +189,7 @@ def _pair(value: str | None, option: str) -> tuple[float, float] | None:
 def run(
     backend: Annotated[str, typer.Option(help=_names(catalog.backends))] = "redis",
     client: Annotated[str | None, typer.Option(help="lock client (default per backend) or module:Class")] = None,
-    resource: Annotated[str, typer.Option(help="store, postgres or etcd")] = "store",
+    resource: Annotated[str, typer.Option(help=_names(catalog.resources))] = "store",
     client_opt: Annotated[list[str] | None, typer.Option("--client-opt", help="KEY=VALUE for the lock client (repeatable; VALUE parsed as JSON where it can be)")] = None,
     workload: Annotated[str, typer.Option(help="lock, leader or cron")] = "lock",
     idempotent: Annotated[bool, typer.Option(help="cron: the resource deduplicates by job id")] = False,
@@ -227,7 +227,7 @@ def run(
     from fencecheck.config import ConfigError, make_config
     from fencecheck.controller import run as run_test
     from fencecheck.progress import ProgressLine
-    from fencecheck.store import StoreError
+    from fencecheck.runstore import StoreError
     from fencecheck.workloads.base import WorkloadError
 
     if fencing not in ("on", "off"):
@@ -289,9 +289,9 @@ def teardown(
 ) -> None:
     """Remove what a killed run left behind (namespaces, processes, rules), by recorded names."""
     from fencecheck.clusters.base import ClusterError
-    from fencecheck.clusters.ledger import teardown_all, teardown_run
+    from fencecheck.clusters.cleaner import teardown_all, teardown_run
 
-    for runtime in ("fencecheck.clusters.docker", "fencecheck.clusters.ssh"):  # they register their undo kinds
+    for runtime in ("fencecheck.clusters.runtimes.docker", "fencecheck.clusters.runtimes.ssh"):  # they register their undo kinds
         with contextlib.suppress(ImportError):
             importlib.import_module(runtime)
     try:

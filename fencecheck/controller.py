@@ -1,5 +1,7 @@
 """Runs one test end to end: nodes, lock service, resource, workers, nemesis schedule, heal,
-final read, teardown, merged history, checks, results, report.
+final read, teardown, merged history, checks, results, report. What to start and which faults
+come from the plan (fencecheck/plan.py); the parts that start them are injected (`Parts`), so
+the order of setup and teardown is unit-tested with in-memory fakes.
 
 Cleanup goes through one ExitStack: every undo is registered before its do, undo is
 idempotent, and SIGINT/SIGTERM unwind the stack (a second signal is noted and ignored so that
@@ -26,9 +28,9 @@ from fencecheck.merge import merge_logs
 from fencecheck.plan import REAL_PARTS, Parts, RunPlan, make_plan
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.resources import ResourceStart
+from fencecheck.runstore import new_run_dir, versions, write_json
 from fencecheck.schedule import EventLog, ScheduledFault, run_schedule
 from fencecheck.signals import Interrupted, signals_raise
-from fencecheck.store import new_run_dir, versions, write_json
 from fencecheck.workers import (
     Worker,
     final_read,

@@ -49,14 +49,14 @@ def _docker() -> Finding:
         return Finding("docker", False, "dockerd is not running (only for --runtime docker)",
                        "setsid dockerd > /var/log/dockerd.log 2>&1 < /dev/null &")
     try:
-        from fencecheck.clusters.docker import docker_client
-        from fencecheck.clusters.image import image_status
+        from fencecheck.clusters.runtimes.docker import docker_client
+        from fencecheck.clusters.runtimes.image import image_status
 
         ok, detail = image_status(docker_client())
     except Exception as e:
         return Finding("docker", True, f"dockerd {r.stdout.strip()}; image unknown: {e}")
     return Finding("docker node image", ok, f"dockerd {r.stdout.strip()}; {detail}",
-                   None if ok else ".venv/bin/python -m fencecheck.clusters.image")
+                   None if ok else ".venv/bin/python -m fencecheck.clusters.runtimes.image")
 
 
 def needs() -> list[Need]:

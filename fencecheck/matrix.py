@@ -532,7 +532,7 @@ def _child(argv: Sequence[str]) -> int:
     from fencecheck.checker.base import CheckerError
     from fencecheck.clusters.base import ClusterError
     from fencecheck.controller import run
-    from fencecheck.store import StoreError
+    from fencecheck.runstore import StoreError
     from fencecheck.workloads.base import WorkloadError
 
     # The controller lowers the root level to DEBUG for its own log file; this log keeps warnings.

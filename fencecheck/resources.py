@@ -61,7 +61,7 @@ def start_store(s: ResourceStart) -> dict[str, Any]:
 
 def start_postgres(s: ResourceStart) -> dict[str, Any]:
     """A PostgreSQL server on the resource node."""
-    from fencecheck.clusters.postgres import PostgresService
+    from fencecheck.clusters.services.postgres import PostgresService
 
     pg = PostgresService()
     s.stack.callback(pg.teardown)

@@ -16,7 +16,7 @@ from typing import Any
 
 from fencecheck.clusters.base import ClientNode
 from fencecheck.config import RunConfig
-from fencecheck.store import write_json
+from fencecheck.runstore import write_json
 from fencecheck.workloads.worker import WorkerConfig
 
 log = logging.getLogger(__name__)

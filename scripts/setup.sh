@@ -10,15 +10,16 @@ if [ "$(id -u)" != 0 ]; then
   exit 3
 fi
 
+# Tools; the lock services' packages are declared by their backend descriptors (below).
 pkgs=(python3 python3-venv python3-dev gcc libc6-dev iproute2 iptables procps psmisc
-      redis-server redis-sentinel etcd-server etcd-client zookeeper default-jre-headless
-      openssh-server postgresql chromium chromium-driver docker.io debootstrap sudo
+      openssh-server chromium chromium-driver docker.io debootstrap sudo
       ${FC_SETUP_EXTRA:-})
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
+install_missing() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ "${#missing[@]}" -gt 0 ] || return 0
   echo "setup.sh: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
@@ -26,7 +27,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
   trap 'rm -f /usr/sbin/policy-rc.d' EXIT
   apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+}
+install_missing "${pkgs[@]}"
+# descriptors/ (fencecheck.descriptors) is standard-library only, so the system python3 can list them.
+mapfile -t backend_pkgs < <(python3 -m fencecheck.descriptors apt)
+[ "${#backend_pkgs[@]}" -gt 0 ] || { echo "setup.sh: no backend packages listed" >&2; exit 3; }
+install_missing "${backend_pkgs[@]}"
 
 py=python3
 stamp=.venv/.fencecheck-installed

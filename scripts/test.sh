@@ -10,7 +10,7 @@ bash scripts/dockerd.sh start
 trap 'bash scripts/dockerd.sh stop || true' EXIT
 # The docker runtime's node image: built once per machine (debootstrap + docker import where no
 # registry can be reached), then cached by content hash.
-.venv/bin/python -m fencecheck.clusters.image
+.venv/bin/python -m fencecheck.clusters.runtimes.image
 set +e
 .venv/bin/pytest "$@"
 rc=$?

@@ -21,11 +21,11 @@ from typing import TypeVar
 import pytest
 
 from fencecheck.clusters.base import LockService, Remote
-from fencecheck.clusters.etcd import ETCD, EtcdService
-from fencecheck.clusters.local import LocalRemote
-from fencecheck.clusters.postgres import BIN as PG_BIN
-from fencecheck.clusters.postgres import PostgresService
-from fencecheck.clusters.zookeeper import JAVA, ZookeeperService
+from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.services.etcd import ETCD, EtcdService
+from fencecheck.clusters.services.postgres import BIN as PG_BIN
+from fencecheck.clusters.services.postgres import PostgresService
+from fencecheck.clusters.services.zookeeper import JAVA, ZookeeperService
 
 
 def loopback_nodes(prefix: str, subnet: str, n: int) -> dict[str, LocalRemote]:

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from fencecheck.clusters.base import Remote
-from fencecheck.clusters.clock import ClockControl
-from fencecheck.clusters.local import LocalRemote
-from fencecheck.clusters.redis import RedisService
-from fencecheck.clusters.sentinel import SentinelService
+from fencecheck.clusters.faults.clock import ClockControl
+from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.services.redis import RedisService
+from fencecheck.clusters.services.sentinel import SentinelService
 from tests.backends import running
 
 

@@ -10,7 +10,7 @@ commands. Beyond redis-setnx's error mapping: no sentinel names a primary -> Def
 ("readonly").
 
 Options: `endpoints` (the sentinels), `op_timeout_s`, `service_name` (default "fc-primary",
-the name clusters/sentinel.py monitors), and redis-setnx's `poll_ms`, `key_prefix`.
+the name clusters/services/sentinel.py monitors), and redis-setnx's `poll_ms`, `key_prefix`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from fencecheck.workloads.redis_clients import RedisConn, SetnxClient, connectio
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SERVICE_NAME = "fc-primary"  # = clusters.sentinel.MASTER_NAME
+DEFAULT_SERVICE_NAME = "fc-primary"  # = clusters.services.sentinel.MASTER_NAME
 # What redis-py's SentinelManagedConnection raises instead of the server's READONLY reply.
 _DEMOTED = "previous master is now a slave"
 

@@ -1,7 +1,7 @@
 """`ZkClient`: ZooKeeper locks with kazoo's `Lock` recipe; the token is the lock node's czxid.
 
 The lease is the ZooKeeper session: the client opens its session with timeout = lease_ms (the
-ensemble must allow it: clusters/zookeeper.py sets maxSessionTimeout to 120 s and
+ensemble must allow it: clusters/services/zookeeper.py sets maxSessionTimeout to 120 s and
 minSessionTimeout to 400 ms, so shorter leases get a longer real session, never a shorter one).
 The lock node is ephemeral, so it is deleted when the session expires, and the next waiter (the
 lowest sequence number) is granted. A later grant's node was created later, so its czxid (the

@@ -8,7 +8,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from fencecheck.clusters.base import ClusterError
-from fencecheck.clusters.clock import ClockControl, ClockNemesis
+from fencecheck.clusters.faults.clock import ClockControl, ClockNemesis
 from fencecheck.descriptors.base import CLOCK, FaultDescriptor, Need
 from fencecheck.faults.base import EnvFor, FaultContext, FaultOptions, ScheduleView, default_targets
 from fencecheck.faults.nemesis_fault import NemesisFault

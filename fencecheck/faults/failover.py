@@ -30,7 +30,8 @@ class FailoverFault(NemesisFault):
         self.opts = opts
 
     def bind(self, ctx: FaultContext) -> None:
-        from fencecheck.clusters.sentinel import FailoverNemesis, SentinelService
+        from fencecheck.clusters.faults.failover import FailoverNemesis
+        from fencecheck.clusters.services.sentinel import SentinelService
 
         if not isinstance(ctx.service, SentinelService):
             raise ClusterError(f"failover: {self.opts.backend} has no sentinels")

@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from fencecheck.clusters.base import ClusterError, Killable
-from fencecheck.clusters.nemesis import KillNemesis
+from fencecheck.clusters.faults.nemesis import KillNemesis
 from fencecheck.descriptors.base import KILL, FaultDescriptor
 from fencecheck.faults.base import FaultContext, FaultOptions, ScheduleView
 from fencecheck.faults.nemesis_fault import NemesisFault

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from fencecheck.clusters.partition import PartitionNemesis
+from fencecheck.clusters.faults.partition import PartitionNemesis
 from fencecheck.descriptors.base import FaultDescriptor
 from fencecheck.faults.base import FaultContext, FaultOptions, ScheduleView, default_targets
 from fencecheck.faults.nemesis_fault import NemesisFault

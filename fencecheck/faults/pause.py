@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 from fencecheck.clusters.base import Pausable
-from fencecheck.clusters.nemesis import PauseNemesis, PauseTarget, process_target
+from fencecheck.clusters.faults.nemesis import PauseNemesis, PauseTarget, process_target
 from fencecheck.descriptors.base import FaultDescriptor
 from fencecheck.faults.base import FaultContext, FaultOptions, ScheduleView
 from fencecheck.faults.nemesis_fault import NemesisFault

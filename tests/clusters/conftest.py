@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.clusters.ledger import (
+from fencecheck.clusters.cleaner import (
     NETNS_DIR,
     RUN_INDEX,
     marked_pids,
     run_namespaces,
     teardown_run,
 )
-from fencecheck.clusters.netns import NetnsRuntime
+from fencecheck.clusters.runtimes.netns import NetnsRuntime
 
 
 def _netns_missing() -> str | None:

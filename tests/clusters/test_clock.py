@@ -1,4 +1,4 @@
-"""Tests of clusters/clock.py: the LD_PRELOAD clock shim against real redis-server and plain
+"""Tests of clusters/faults/clock.py: the LD_PRELOAD clock shim against real redis-server and plain
 processes, the offset-file primitives (bump, strobe, reset) and the etcd refusal."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import pytest
 import redis
 
 from fencecheck.clusters.base import ClusterError, NemesisOp
-from fencecheck.clusters.clock import (
+from fencecheck.clusters.faults.clock import (
     ClockControl,
     ClockNemesis,
     build_shim,
     check_clock_supported,
 )
-from fencecheck.clusters.redis import RedisService
+from fencecheck.clusters.services.redis import RedisService
 from tests.servers import clock_control, random_loopback_nodes, redis_service
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc")

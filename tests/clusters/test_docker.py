@@ -3,7 +3,7 @@ namespaces on its bridge, commands and daemons through nsenter, partitions with 
 containers, and teardown by label (live, and from the ledger alone as after a crash).
 
 Skipped with a reason where dockerd is not running (`bash scripts/dockerd.sh start`). The first
-test builds the node image if it is missing (minutes; `python -m fencecheck.clusters.image`
+test builds the node image if it is missing (minutes; `python -m fencecheck.clusters.runtimes.image`
 does it ahead)."""
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 from fencecheck.clusters.base import ClusterError
-from fencecheck.clusters.ledger import NETNS_DIR, teardown_run
-from fencecheck.clusters.partition import IptablesNet
+from fencecheck.clusters.cleaner import NETNS_DIR, teardown_run
+from fencecheck.clusters.faults.partition import IptablesNet
 
 
 @pytest.mark.parametrize("change", ["content", "base"])
 def test_the_image_tag_is_a_hash_of_the_dockerfile_and_base(tmp_path: Path, change: str) -> None:
-    from fencecheck.clusters.image import image_tag
+    from fencecheck.clusters.runtimes.image import image_tag
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_text("FROM x\nRUN true\n")
@@ -53,7 +53,7 @@ def docker_or_skip() -> Any:
 def ensure_node_image() -> str:
     """The node image's tag, built if missing; skips the test where dockerd is not running."""
     client = docker_or_skip()
-    from fencecheck.clusters.image import ensure_image
+    from fencecheck.clusters.runtimes.image import ensure_image
 
     return ensure_image(client)
 
@@ -82,7 +82,7 @@ def left_by(run_id: str) -> list[str]:
 
 @pytest.fixture
 def runtime(node_image: str, tmp_path: Path) -> Iterator[Any]:
-    from fencecheck.clusters.docker import DockerRuntime
+    from fencecheck.clusters.runtimes.docker import DockerRuntime
 
     run_id = secrets.token_hex(3)
     rt = DockerRuntime(run_id, tmp_path / "store", free_subnet(), image=node_image)
@@ -122,7 +122,7 @@ def test_nodes_commands_daemons_and_teardown(runtime: Any, tmp_path: Path) -> No
     # the store is the same path inside: put/get are copies; elsewhere they go through cat
     src = tmp_path / "f.txt"
     src.write_text("hi\n")
-    inside = runtime.store / "nodes" / "n2" / "f.txt"
+    inside = runtime.run_dir / "nodes" / "n2" / "f.txt"
     n2.put_file(src, str(inside))
     assert n2.run(["cat", str(inside)]).stdout == "hi\n"
     n2.put_file(src, "/etc/fc-test/f.txt")
@@ -132,7 +132,7 @@ def test_nodes_commands_daemons_and_teardown(runtime: Any, tmp_path: Path) -> No
     assert (tmp_path / "back.txt").read_text() == "hi\n"
 
     # a daemon's pid is a host pid in the container's network namespace
-    log = runtime.store / "nodes" / "n1" / "srv.log"
+    log = runtime.run_dir / "nodes" / "n1" / "srv.log"
     d = n1.start_daemon("srv", ["python3", "-c", "import os,time; print(os.getpid(), flush=True);"
                                 " time.sleep(60)"], log=log, env={"FC_T": "1"})
     runtime.ledger.record_process("n1", "srv", d.pid)
@@ -197,7 +197,7 @@ def test_partitions_use_iptables_inside_containers_and_client_namespaces(runtime
     remotes = {**cluster.servers, **cluster.clients}
     n1, n2 = cluster.servers["n1"], cluster.servers["n2"]
     n1.start_daemon("echo", ["python3", "-c", ECHO, n1.address],
-                    log=runtime.store / "nodes" / "n1" / "echo.log")
+                    log=runtime.run_dir / "nodes" / "n1" / "echo.log")
     probe = ["python3", "-c", CONNECT, n1.address]
     _retry(lambda: n2.run(probe, timeout_s=5))
     net = IptablesNet(remotes, runtime.run_id, runtime.ledger)
@@ -219,14 +219,14 @@ def test_partitions_use_iptables_inside_containers_and_client_namespaces(runtime
 @pytest.mark.timeout(900)
 def test_the_cleaner_removes_a_crashed_run_from_its_ledger_alone(node_image: str,
                                                                  tmp_path: Path) -> None:
-    from fencecheck.clusters.docker import DockerRuntime
+    from fencecheck.clusters.runtimes.docker import DockerRuntime
 
     run_id = secrets.token_hex(3)
     rt = DockerRuntime(run_id, tmp_path / "store", free_subnet(), image=node_image)
     try:
         cluster = rt.setup(["n1"], ["c1"])
         n1 = cluster.servers["n1"]
-        d = n1.start_daemon("sleep", ["sleep", "60"], log=rt.store / "sleep.log")
+        d = n1.start_daemon("sleep", ["sleep", "60"], log=rt.run_dir / "sleep.log")
         assert left_by(run_id) != []
         # as `fencecheck teardown <run>` after the controller died: no live object
         removed = teardown_run(run_id)
@@ -241,7 +241,7 @@ def test_the_cleaner_removes_a_crashed_run_from_its_ledger_alone(node_image: str
 @pytest.mark.timeout(900)
 def test_an_overlapping_subnet_is_a_clear_error(runtime: Any, node_image: str,
                                                tmp_path: Path) -> None:
-    from fencecheck.clusters.docker import DockerRuntime
+    from fencecheck.clusters.runtimes.docker import DockerRuntime
 
     runtime.setup(["n1"], [])
     other_id = secrets.token_hex(3)

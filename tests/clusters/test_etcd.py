@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from fencecheck.clusters.base import ClusterError, Killable, LogFiles, Pausable
-from fencecheck.clusters.etcd import EtcdService
-from fencecheck.clusters.local import LocalRemote
+from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.services.etcd import EtcdService
 from tests.backends import etcd_cluster, loopback_nodes, store_dir
 
 __all__ = ["etcd_cluster", "store_dir"]

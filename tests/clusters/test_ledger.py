@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.clusters.ledger import (
+from fencecheck.clusters.cleaner import (
     ENV_MARKER,
     Ledger,
     TeardownError,
@@ -129,7 +129,7 @@ def test_teardown_all_covers_every_indexed_run(
 OWNER = """
 import subprocess, sys, time
 from pathlib import Path
-from fencecheck.clusters.ledger import Ledger
+from fencecheck.clusters.cleaner import Ledger
 run_id, tmp = sys.argv[1], Path(sys.argv[2])
 led = Ledger(tmp / "ledger.jsonl", run_id, index=tmp / "index")
 p = subprocess.Popen(["sleep", "60"])
@@ -165,8 +165,8 @@ def test_teardown_all_leaves_live_runs_alone(
 CRASHER = """
 import sys, time
 from pathlib import Path
-from fencecheck.clusters.netns import NetnsRuntime
-from fencecheck.clusters.redis import RedisService
+from fencecheck.clusters.runtimes.netns import NetnsRuntime
+from fencecheck.clusters.services.redis import RedisService
 run_id, store = sys.argv[1], Path(sys.argv[2])
 rt = NetnsRuntime(run_id, store)
 cluster = rt.setup(["n1", "n2"], ["c1"])

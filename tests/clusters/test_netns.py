@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from fencecheck.clusters.base import ClientNode, ClusterError, Remote
-from fencecheck.clusters.ledger import run_namespaces
-from fencecheck.clusters.netns import NetnsRuntime, veth_name
+from fencecheck.clusters.cleaner import run_namespaces
+from fencecheck.clusters.runtimes.netns import NetnsRuntime, veth_name
 
 pytestmark = pytest.mark.netns
 
@@ -56,7 +56,7 @@ def test_nodes_reach_each_other_and_nothing_else(
     n1 = cluster.servers["n1"]
     d = n1.start_daemon(
         "echo", [sys.executable, "-c", SERVER, n1.address, "7001", "n1"],
-        log=runtime.store / "echo.log",
+        log=runtime.run_dir / "echo.log",
     )
     assert n1.alive(d.pid)
     for node in ("n2", "c1"):

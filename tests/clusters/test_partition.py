@@ -10,9 +10,8 @@ import networkx as nx
 import pytest
 
 from fencecheck.clusters.base import ClusterError, Nemesis, NemesisOp, Net
-from fencecheck.clusters.ledger import teardown_records
-from fencecheck.clusters.netns import NetnsRuntime
-from fencecheck.clusters.partition import (
+from fencecheck.clusters.cleaner import teardown_records
+from fencecheck.clusters.faults.partition import (
     IptablesNet,
     PartitionNemesis,
     bridge,
@@ -23,7 +22,8 @@ from fencecheck.clusters.partition import (
     one_node,
     reach_graph,
 )
-from fencecheck.clusters.redis import RedisService
+from fencecheck.clusters.runtimes.netns import NetnsRuntime
+from fencecheck.clusters.services.redis import RedisService
 
 NODES = {n: [f"n{i}" for i in range(1, n + 1)] for n in range(1, 8)}
 SEEDS = range(12)
@@ -133,7 +133,7 @@ def test_drop_blocks_and_heal_restores(runtime: NetnsRuntime) -> None:
     remotes = {**cluster.servers, "c1": runtime.remote("c1")}
     net = IptablesNet(remotes, runtime.run_id, runtime.ledger)
     try:
-        svc.setup(cluster.servers, runtime.store)
+        svc.setup(cluster.servers, runtime.run_dir)
         net.heal()  # before any drop: nothing to do
         assert reach(runtime, "c1", "n1") == "ok"
         # An established connection must be cut too, not only new ones.
@@ -223,7 +223,7 @@ def test_packet_loss(runtime: NetnsRuntime) -> None:
     svc = RedisService()
     net = IptablesNet(cluster.servers, runtime.run_id)
     try:
-        svc.setup({"n1": cluster.servers["n1"]}, runtime.store)
+        svc.setup({"n1": cluster.servers["n1"]}, runtime.run_dir)
         net.drop({"n1": frozenset({"n2"})}, probability=0.5)
         assert net.rules("n1") == [
             f"-A FC-{runtime.run_id} -s 10.77.0.3/32 -m statistic --mode random "

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from fencecheck.clusters.base import LogFiles
-from fencecheck.clusters.local import LocalRemote
-from fencecheck.clusters.postgres import PostgresService
+from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.services.postgres import PostgresService
 from tests.backends import pg_server, store_dir
 
 __all__ = ["pg_server", "store_dir"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from fencecheck.clusters.base import ClusterError, Killable, LockService, LogFiles, Pausable
-from fencecheck.clusters.netns import NetnsRuntime
-from fencecheck.clusters.redis import RedisService
+from fencecheck.clusters.runtimes.netns import NetnsRuntime
+from fencecheck.clusters.services.redis import RedisService
 
 pytestmark = pytest.mark.netns
 
@@ -27,7 +27,7 @@ def test_serves_client_in_other_namespace_pause_resume(runtime: NetnsRuntime) ->
     assert isinstance(svc, Pausable) and isinstance(svc, Killable)
     assert isinstance(svc, LogFiles)
     try:
-        svc.setup(cluster.servers, runtime.store)
+        svc.setup(cluster.servers, runtime.run_dir)
         assert svc.endpoints() == ["10.77.0.2:6379", "10.77.0.3:6379"]
         assert cli(runtime, "c1", "n1", "set", "k", "v1") == "OK"
         assert cli(runtime, "c1", "n2", "get", "k") == ""  # independent masters
@@ -41,9 +41,9 @@ def test_serves_client_in_other_namespace_pause_resume(runtime: NetnsRuntime) ->
         assert cli(runtime, "c1", "n1", "get", "k") == "v1"
 
         log = svc.log_files()["n1"][0]
-        assert log.is_relative_to(runtime.store / "nodes" / "n1")
+        assert log.is_relative_to(runtime.run_dir / "nodes" / "n1")
         assert "Ready to accept connections" in log.read_text()
-        conf = (runtime.store / "nodes" / "n1" / "redis.conf").read_text()
+        conf = (runtime.run_dir / "nodes" / "n1" / "redis.conf").read_text()
         assert 'save ""' in conf and "appendonly no" in conf and "bind 10.77.0.2" in conf
     finally:
         svc.teardown()
@@ -56,7 +56,7 @@ def test_kill_restart(runtime: NetnsRuntime, persistence: str, survives: bool) -
     cluster = runtime.setup(["n1"], ["c1"])
     svc = RedisService(persistence=persistence)  # type: ignore[arg-type]
     try:
-        svc.setup(cluster.servers, runtime.store)
+        svc.setup(cluster.servers, runtime.run_dir)
         assert cli(runtime, "c1", "n1", "set", "lock", "me") == "OK"
         old = svc.pid("n1")
         svc.kill("n1")
@@ -72,7 +72,7 @@ def test_kill_restart(runtime: NetnsRuntime, persistence: str, survives: bool) -
 def test_paused_server_is_stopped_by_teardown(runtime: NetnsRuntime) -> None:
     cluster = runtime.setup(["n1"], [])
     svc = RedisService(stop_grace_s=1.0)
-    svc.setup(cluster.servers, runtime.store)
+    svc.setup(cluster.servers, runtime.run_dir)
     pid = svc.pid("n1")
     svc.pause("n1")
     svc.teardown()  # must SIGCONT first, or SIGTERM would wait behind the stop
@@ -82,7 +82,7 @@ def test_paused_server_is_stopped_by_teardown(runtime: NetnsRuntime) -> None:
 def test_startup_failure_names_node_and_log(runtime: NetnsRuntime, tmp_path: Path) -> None:
     cluster = runtime.setup(["n1"], [])
     first = RedisService()
-    first.setup(cluster.servers, runtime.store)
+    first.setup(cluster.servers, runtime.run_dir)
     second = RedisService(startup_timeout_s=5.0)
     try:
         with pytest.raises(ClusterError, match=r"redis on n1 .*exited.*(in use|bind)"):
@@ -103,7 +103,7 @@ def test_env_for_reaches_the_server(runtime: NetnsRuntime, tmp_path: Path) -> No
         env_for=lambda node: {"FC_TEST_NODE": node}, ledger=runtime.ledger, binary=str(wrapper)
     )
     try:
-        svc.setup(cluster.servers, runtime.store)
+        svc.setup(cluster.servers, runtime.run_dir)
         env = (tmp_path / "env.txt").read_text().splitlines()
         assert "FC_TEST_NODE=n1" in env
         assert f"FENCECHECK_RUN={runtime.run_id}" in env

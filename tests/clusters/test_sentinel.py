@@ -1,4 +1,4 @@
-"""Tests of clusters/sentinel.py against real redis-server and redis-sentinel processes on
+"""Tests of clusters/services/sentinel.py against real redis-server and redis-sentinel processes on
 loopback addresses: setup and agreement, a failover after the primary is killed, the old
 primary's return as a replica, a forced failover, idempotent teardown."""
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from fencecheck.clusters.base import ClusterError, NemesisOp
-from fencecheck.clusters.local import LocalRemote
-from fencecheck.clusters.netns import NetnsRuntime
-from fencecheck.clusters.partition import IptablesNet
-from fencecheck.clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
+from fencecheck.clusters.faults.failover import FailoverNemesis
+from fencecheck.clusters.faults.partition import IptablesNet
+from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.runtimes.netns import NetnsRuntime
+from fencecheck.clusters.services.sentinel import MASTER_NAME, SentinelService
 from tests import servers
 from tests.servers import sentinel_service
 

@@ -19,9 +19,9 @@ import pytest
 import redis
 
 from fencecheck.clusters.base import ClusterError
-from fencecheck.clusters.ledger import NETNS_DIR, delete_netns, kill_pids
-from fencecheck.clusters.redis import RedisService
-from fencecheck.clusters.ssh import SshRemote, SshRuntime, packages_for, wanted_paths
+from fencecheck.clusters.cleaner import NETNS_DIR, delete_netns, kill_pids
+from fencecheck.clusters.runtimes.ssh import SshRemote, SshRuntime, packages_for, wanted_paths
+from fencecheck.clusters.services.redis import RedisService
 
 pytestmark = pytest.mark.ssh
 
@@ -240,7 +240,7 @@ def test_unknown_host_key_is_refused_unless_opted_out(
         rt.teardown()
     rt = sshd2.runtime(run_id, tmp_path / "store2", known_hosts=empty, accept_unknown=True)
     try:
-        with caplog.at_level(logging.WARNING, logger="fencecheck.clusters.ssh"):
+        with caplog.at_level(logging.WARNING, logger="fencecheck.clusters.runtimes.ssh"):
             cluster = rt.setup(["n1"], [])
         assert cluster.servers["n1"].run(["true"]).returncode == 0
         assert any("UNVERIFIED" in r.message and sshd2.addresses[0] in r.message
@@ -306,7 +306,7 @@ def test_services_found_on_a_host_are_used_as_found(sshd2: SshdHosts, run_id: st
     try:
         n1 = rt.setup(["n1"], []).servers["n1"]
         assert isinstance(n1, SshRemote)
-        with caplog.at_level(logging.WARNING, logger="fencecheck.clusters.ssh"):
+        with caplog.at_level(logging.WARNING, logger="fencecheck.clusters.runtimes.ssh"):
             n1.ensure(["/usr/bin/etcd", "redis-server", "/usr/share/java/zookeeper.jar"])
         assert not [r for r in caplog.records if "installing" in r.message]
         assert n1._present == {"/usr/bin/etcd", "redis-server", "/usr/share/java/zookeeper.jar"}

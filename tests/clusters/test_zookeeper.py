@@ -12,8 +12,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from fencecheck.clusters.base import ClusterError, Killable, LogFiles, Pausable
-from fencecheck.clusters.local import LocalRemote
-from fencecheck.clusters.zookeeper import ZookeeperService
+from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.services.zookeeper import ZookeeperService
 from tests.backends import loopback_nodes, store_dir, zk_cluster
 
 __all__ = ["store_dir", "zk_cluster"]

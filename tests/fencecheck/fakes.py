@@ -105,7 +105,7 @@ class FakeService:
         self.calls = calls
         self.env_for = env_for
 
-    def setup(self, nodes: Mapping[str, Any], store: Path) -> None:
+    def setup(self, nodes: Mapping[str, Any], run_dir: Path) -> None:
         self.calls(f"service.setup {','.join(nodes)}")
 
     def endpoints(self) -> list[str]:
@@ -121,6 +121,7 @@ class FakeFault:
     def __init__(self, name: str, calls: Calls) -> None:
         self.name = name
         self.calls = calls
+        self.views: list[ScheduleView] = []
 
     def bind(self, ctx: FaultContext) -> None:
         self.calls(f"{self.name}.bind {','.join(sorted(ctx.workers))}")
@@ -129,6 +130,7 @@ class FakeFault:
         return (0.05, 0.1)
 
     def targets(self, rng: random.Random, view: ScheduleView) -> Any:
+        self.views.append(view)
         return {"node": rng.choice(list(view.servers))}
 
     def start(self, value: Any) -> Any:

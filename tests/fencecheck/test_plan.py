@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,32 @@ def test_schedule_is_a_function_of_the_seed(tmp_path: Path) -> None:
 
     assert starts(5) == starts(5)
     assert starts(5) != starts(6)
+
+
+@pytest.mark.parametrize("waits", [True, False])
+def test_a_holder_aware_fault_starts_on_a_fresh_grant_only_if_it_waits(tmp_path: Path,
+                                                                       waits: bool) -> None:
+    cfg = make_config(nemesis=("pause",), time_limit_s=1.0, nemesis_interval_s=(0.05, 0.1),
+                      pause_target="holder", store=tmp_path)
+    events = tmp_path / "c1.jsonl"
+    events.touch()
+    grant = {"time": 1, "process": 0, "type": "ok", "f": "acquire", "value": {"lock": "l"}}
+    # the grant comes after the fault is due: a waiting fault starts on it, the other before it
+    timer = threading.Timer(0.4, lambda: events.write_text(json.dumps(grant) + "\n"))
+    timer.start()
+    fault = FakeFault("pause", Calls())
+    log = EventLog(tmp_path / "n.jsonl", 0)
+    try:
+        run_schedule(cfg, random.Random(1),
+                     [Worker("c1", FakeClientNode("c1", Calls()), tmp_path / "w.json", events)],
+                     {"pause": ScheduledFault(fault, waits)}, log, lambda p: None, ["n1"])
+    finally:
+        timer.cancel()
+        log.close()
+    first = fault.views[0]
+    assert first.waited is waits
+    assert first.holding == (["c1"] if waits else [])
+    assert first.fresh_holder == ("c1" if waits else None)
 
 
 def test_a_run_sets_up_in_order_and_tears_down_in_reverse(tmp_path: Path) -> None:

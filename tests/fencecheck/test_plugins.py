@@ -5,6 +5,7 @@ pip-installed into the test venv, listed by `fencecheck plugins`, and driven end
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,10 +25,13 @@ def _pip(*args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def plugin() -> Iterator[None]:
-    # Built in isolation (the venv's setuptools may predate bdist_wheel); uninstalled after, so the
-    # rest of the suite sees only the built-in catalog.
-    _pip("install", "--no-deps", str(PKG))
+def plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # Built from a copy (a build leaves build/ and egg-info beside the sources), in isolation (the
+    # venv's setuptools may predate bdist_wheel); uninstalled after, so the rest of the suite
+    # sees only the built-in catalog.
+    src = tmp_path_factory.mktemp("plugin") / "pkg"
+    shutil.copytree(PKG, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    _pip("install", "--no-deps", str(src))
     try:
         yield
     finally:

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from fencecheck.clusters.etcd import EtcdService
-from fencecheck.clusters.redis import RedisService
-from fencecheck.clusters.zookeeper import ZookeeperService
+from fencecheck.clusters.services.etcd import EtcdService
+from fencecheck.clusters.services.redis import RedisService
+from fencecheck.clusters.services.zookeeper import ZookeeperService
 from tests.clusters.test_docker import ensure_node_image, free_subnet, left_by
 from tests.clusters.test_ssh import SshdHosts, sshd_hosts
 from tests.conftest import fencecheck_argv
@@ -116,8 +116,8 @@ def test_docker_sigint_mid_run_leaves_nothing(docker_image: str, tmp_path: Path)
 @pytest.mark.timeout(900)
 def test_docker_killed_controller_is_cleaned_from_its_ledger(docker_image: str,
                                                              tmp_path: Path) -> None:
-    import fencecheck.clusters.docker  # noqa: F401  (registers the undo of docker records)
-    from fencecheck.clusters.ledger import teardown_run
+    import fencecheck.clusters.runtimes.docker  # noqa: F401  (registers the undo of docker records)
+    from fencecheck.clusters.cleaner import teardown_run
 
     proc = subprocess.Popen(
         fencecheck_argv("run", "--store", str(tmp_path), "--runtime", "docker", "--subnet",
@@ -224,7 +224,7 @@ def _reachable(endpoint: str, netns: str | None) -> bool:
 @pytest.mark.docker
 @pytest.mark.timeout(900)
 def test_service_on_docker(backend: str, docker_image: str, tmp_path: Path) -> None:
-    from fencecheck.clusters.docker import DockerRuntime
+    from fencecheck.clusters.runtimes.docker import DockerRuntime
 
     cls, n = SERVICES[backend]
     rid = secrets.token_hex(3)

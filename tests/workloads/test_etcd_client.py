@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fencecheck.clusters.etcd import EtcdService
+from fencecheck.clusters.services.etcd import EtcdService
 from fencecheck.workloads.base import DefiniteFailure, Indeterminate
 from fencecheck.workloads.etcd_client import EtcdClient, EtcdHandle
 from tests.backends import etcd_cluster, store_dir

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fencecheck.clusters.etcd import EtcdService
+from fencecheck.clusters.services.etcd import EtcdService
 from fencecheck.workloads.base import DefiniteFailure, Grant, StaleToken
 from fencecheck.workloads.etcd_client import EtcdClient
 from fencecheck.workloads.etcd_resource import EtcdResource

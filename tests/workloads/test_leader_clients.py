@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from fencecheck.clusters.etcd import EtcdService
-from fencecheck.clusters.zookeeper import ZookeeperService
+from fencecheck.clusters.services.etcd import EtcdService
+from fencecheck.clusters.services.zookeeper import ZookeeperService
 from fencecheck.workloads.base import DefiniteFailure, LockClient, StaleToken
 from fencecheck.workloads.leader_clients import (
     EtcdElectionClient,

@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from fencecheck.clusters.postgres import PostgresService
+from fencecheck.clusters.services.postgres import PostgresService
 from fencecheck.workloads.base import DefiniteFailure, StaleToken
 from fencecheck.workloads.pg_resource import TABLE, PgResource
 from tests.backends import pg_server, store_dir

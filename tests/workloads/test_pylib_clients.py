@@ -13,9 +13,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from fencecheck.clusters.etcd import EtcdService
-from fencecheck.clusters.partition import client_isolate
-from fencecheck.clusters.postgres import PostgresService
+from fencecheck.clusters.faults.partition import client_isolate
+from fencecheck.clusters.services.etcd import EtcdService
+from fencecheck.clusters.services.postgres import PostgresService
 from fencecheck.workloads.base import DefiniteFailure, LockClient
 from fencecheck.workloads.pg_advisory_client import (
     PgAdvisoryClient,

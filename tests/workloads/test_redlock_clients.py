@@ -19,8 +19,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from fencecheck.clusters.clock import ClockControl
-from fencecheck.clusters.redis import RedisService
+from fencecheck.clusters.faults.clock import ClockControl
+from fencecheck.clusters.services.redis import RedisService
 from fencecheck.workloads.base import DefiniteFailure, Grant, LockClient
 from fencecheck.workloads.redlock_clients import PotteryRedlockClient, RedlockRefClient, RefHandle
 from tests.servers import clock_control, random_loopback_nodes, redis_service

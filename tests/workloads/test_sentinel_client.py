@@ -11,7 +11,8 @@ import pytest
 import redis
 
 from fencecheck.clusters.base import NemesisOp
-from fencecheck.clusters.sentinel import MASTER_NAME, FailoverNemesis, SentinelService
+from fencecheck.clusters.faults.failover import FailoverNemesis
+from fencecheck.clusters.services.sentinel import MASTER_NAME, SentinelService
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
 from fencecheck.workloads.sentinel_client import DEFAULT_SERVICE_NAME, SentinelSetnxClient
 from tests import servers

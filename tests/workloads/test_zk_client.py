@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fencecheck.clusters.zookeeper import ZookeeperService
+from fencecheck.clusters.services.zookeeper import ZookeeperService
 from fencecheck.workloads.base import DefiniteFailure
 from fencecheck.workloads.zk_client import ZkClient, ZkHandle
 from tests.backends import store_dir, zk_cluster

@@ -5,7 +5,7 @@ Debian's zkServer.sh ignores a custom config, so each server is started directly
 names its dependencies (jute, netty, slf4j-api, ...); slf4j-simple is added so that the server
 logs (to stderr, i.e. the node's `zookeeper.log`) instead of falling back to slf4j's no-op.
 
-Config per server under `store/nodes/<node>/zookeeper/`: `zoo.cfg`, `data/myid` (data/ is
+Config per server under `<run dir>/nodes/<node>/zookeeper/`: `zoo.cfg`, `data/myid` (data/ is
 removed on teardown unless `keep_data`). tickTime is
 200 ms so sessions can be short: ZooKeeper negotiates session timeouts into
 [minSessionTimeout, maxSessionTimeout], here [2 ticks = 400 ms, 120 s], so a client's lease is
@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fencecheck.clusters.base import ClusterError, Remote, RemoteError
-from fencecheck.clusters.daemons import NodeDaemons, ProcessLedger
+from fencecheck.clusters.services.daemons import NodeDaemons, ProcessLedger
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +72,8 @@ class ZookeeperService(NodeDaemons):
 
     # -- LockService
 
-    def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
-        self.adopt_nodes(nodes, store)
+    def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
+        self.adopt_nodes(nodes, run_dir)
         t0 = time.monotonic()
         for node in self.nodes:
             self._configure(node)
@@ -88,7 +88,7 @@ class ZookeeperService(NodeDaemons):
 
     def teardown(self) -> None:
         self.stop_all("zookeeper")
-        if not self.keep_data and self.store is not None:
+        if not self.keep_data and self.run_dir is not None:
             # Transaction logs are preallocated in 64 MB steps; zoo.cfg and the logs stay.
             for node, remote in self.nodes.items():
                 remote.run(["rm", "-rf", str(self._conf_dir(node) / "data")], check=False)

@@ -44,7 +44,7 @@ RUN_INDEX = Path("/run/fencecheck/runs")
 NETNS_DIR = Path("/run/netns")
 ENV_MARKER = "FENCECHECK_RUN"
 RUN_ID_RE = re.compile(r"^[0-9a-z]{1,8}$")
-# fc-<run>-<node> (node namespaces) and fc-<run>-sw (the switch); see clusters/netns.py.
+# fc-<run>-<node> (node namespaces) and fc-<run>-sw (the switch); see clusters/runtimes/netns.py.
 NETNS_NAME_RE = re.compile(r"^fc-([0-9a-z]{1,8})-([a-z0-9][a-z0-9-]*)$")
 
 Record = Mapping[str, Any]

@@ -37,7 +37,7 @@ from fencecheck.clusters.base import (
     RemoteError,
     namespace_of,
 )
-from fencecheck.clusters.ledger import NETNS_DIR, NETNS_NAME_RE, Ledger, check_run_id
+from fencecheck.clusters.cleaner import NETNS_DIR, NETNS_NAME_RE, Ledger, check_run_id
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ class IptablesNet:
             self.ledger.record("chain", self.chain, node=node, ns=ns)
         else:
             # Not in one of our namespaces: the runtime that owns the node must register an
-            # undo for this kind (clusters.ledger.register_undo), or teardown reports it.
+            # undo for this kind (clusters.cleaner.register_undo), or teardown reports it.
             self.ledger.record("remote-chain", self.chain, node=node)
 
 

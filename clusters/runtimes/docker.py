@@ -6,7 +6,7 @@ Layout of one run (run id R):
     fc-R             the Docker network: `internal` (no route out), subnet as given, bridge
                      `fcR-br` in the host netns (named by us, so it is findable), gateway `.1`
     fc-R-<node>      one container per server node (image `fencecheck-node:<hash>`, see
-                     clusters/image.py), `sleep infinity` under docker-init, NET_ADMIN
+                     clusters/runtimes/image.py), `sleep infinity` under docker-init, NET_ADMIN
     fc-R-<client>    one namespace per client node, its veth `fcR-<client>` on the bridge
 
 Every container and the network carry the label `fencecheck.run=R` and are recorded in the
@@ -14,7 +14,7 @@ run's ledger before they are created (kinds `docker-container`, `docker-network`
 removes by label, so `fencecheck teardown` also finds containers a crash left unrecorded.
 
 Files: the run's store directory is bind-mounted into every container at the same path, so the
-services' configs, data and logs (`store/nodes/<node>/...`) are written straight into the store
+services' configs, data and logs (`<run dir>/nodes/<node>/...`) are written straight into the store
 and `put_file`/`get_file` under it are plain copies. The project and its Python are mounted
 read-only at their host paths too, so the resource server
 (`sys.executable -m fencecheck.workloads.store`)
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from fencecheck.clusters.base import Cluster, ClusterError, CommandResult, Daemon, RemoteError
-from fencecheck.clusters.ledger import (
+from fencecheck.clusters.cleaner import (
     Ledger,
     TeardownError,
     check_run_id,
@@ -54,13 +54,13 @@ from fencecheck.clusters.ledger import (
     register_undo,
     teardown_records,
 )
-from fencecheck.clusters.local import LocalRemote
-from fencecheck.clusters.netns import NODE_RE, namespace_name, veth_name
+from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.runtimes.netns import NODE_RE, namespace_name, veth_name
 
 log = logging.getLogger(__name__)
 
 LABEL = "fencecheck.run"
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]  # clusters/runtimes/docker.py -> the checkout
 NSENTER = ("-m", "-u", "-i", "-n")
 
 
@@ -158,13 +158,13 @@ class DockerRuntime:
 
     name = "docker"
 
-    def __init__(self, run_id: str, store: Path, subnet: str = "10.77.0.0/24",
+    def __init__(self, run_id: str, run_dir: Path, subnet: str = "10.77.0.0/24",
                  *, image: str | None = None) -> None:
         self.run_id = check_run_id(run_id)
-        self.store = store
+        self.run_dir = run_dir
         self.net = ipaddress.ip_network(subnet)
         self.image = image
-        self.ledger = Ledger(store / "ledger.jsonl", run_id)
+        self.ledger = Ledger(run_dir / "ledger.jsonl", run_id)
         self.network = network_name(run_id)
         self.bridge = bridge_name(run_id)
         self._remotes: dict[str, LocalRemote] = {}
@@ -192,7 +192,7 @@ class DockerRuntime:
         self._validate(nodes)
         from docker.types import IPAMConfig, IPAMPool
 
-        from fencecheck.clusters.image import ensure_image
+        from fencecheck.clusters.runtimes.image import ensure_image
 
         self._client = client = docker_client()
         image = self.image or ensure_image(client)
@@ -234,8 +234,8 @@ class DockerRuntime:
     def _mounts(self) -> list[Path]:
         """Host directories every container sees at the same path: the store (rw), then the
         project and its Python (ro; see the module docstring)."""
-        self.store.mkdir(parents=True, exist_ok=True)
-        out = [self.store.resolve()]
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        out = [self.run_dir.resolve()]
         for p in (PROJECT, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()):
             if not any(p.is_relative_to(q) for q in out[1:]):
                 out.append(p)
@@ -322,7 +322,7 @@ def _ip(args: list[str], stdin: str, prefix: Sequence[str] = ()) -> None:
         raise RemoteError(res, "ip batch failed")
 
 
-# --- undo of this runtime's ledger records (clusters/ledger.py) -------------------------------
+# --- undo of this runtime's ledger records (clusters/cleaner.py) -------------------------------
 
 
 def _run_of(rec: Mapping[str, Any]) -> str:
@@ -385,7 +385,7 @@ def _undo_host_veth(rec: Mapping[str, Any]) -> str | None:
 
 
 def undo_host_chain(rec: Mapping[str, Any]) -> str | None:
-    """`remote-chain` (clusters/partition.py): a chain on a node outside our namespaces. In a
+    """`remote-chain` (clusters/faults/partition.py): a chain on a node outside our namespaces. In a
     container it dies with the container; on an ssh host the ssh runtime removes it live; on
     this host (ssh client nodes share the controller's netns) it is removed here."""
     chain = str(rec["name"])

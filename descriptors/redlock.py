@@ -8,7 +8,7 @@ from fencecheck.descriptors.redis import REDIS_NEEDS, REDIS_VERSION
 BACKEND = BackendDescriptor(
     name="redlock",
     summary="independent redis masters (5 by default)",
-    service="fencecheck.clusters.redis:RedisService",
+    service="fencecheck.clusters.services.redis:RedisService",
     clients=(
         ClientDescriptor("redlock-ref", "fencecheck.workloads.redlock_clients:RedlockRefClient",
                          token=None),

@@ -1,6 +1,6 @@
 """`PostgresService`: one PostgreSQL 15 server (Debian's) on one node, the `postgres` resource.
 
-The cluster is made with `initdb` in `store/nodes/<node>/postgres/` (removed on teardown
+The cluster is made with `initdb` in `<run dir>/nodes/<node>/postgres/` (removed on teardown
 unless `keep_data`; the server's log stays) and run as the `postgres`
 user (PostgreSQL refuses to run as root). `setpriv` switches user and execs in place, so the
 daemon's pid is the postmaster itself (`runuser` would stay in between as a parent). Where that
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fencecheck.clusters.base import ClusterError, Daemon, Remote, RemoteError
-from fencecheck.clusters.daemons import ProcessLedger, start_recorded, stop_daemon
+from fencecheck.clusters.services.daemons import ProcessLedger, start_recorded, stop_daemon
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +57,16 @@ class PostgresService:
         self.ledger = ledger
         self.node: str | None = None
         self.remote: Remote | None = None
-        self.store: Path | None = None
+        self.run_dir: Path | None = None
         self.daemon: Daemon | None = None
         self.ready_s: float | None = None
         self.pgdata: Path | None = None
 
-    def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
+    def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
         if len(nodes) != 1:
             raise ClusterError(f"postgres: want 1 node, got {len(nodes)}")
         self.node, self.remote = next(iter(nodes.items()))
-        self.store = store
+        self.run_dir = run_dir
         t0 = time.monotonic()
         self._initdb()
         self._start()
@@ -125,9 +125,9 @@ class PostgresService:
         return self.remote
 
     def _dir(self) -> Path:
-        if self.store is None or self.node is None:
+        if self.run_dir is None or self.node is None:
             raise ClusterError("postgres: not set up")
-        return self.store / "nodes" / self.node
+        return self.run_dir / "nodes" / self.node
 
     def _run_as(self, argv: list[str]) -> None:
         self._remote().run(

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fencecheck.clusters.base import ClusterError, NemesisOp, Remote
-from fencecheck.clusters.local import LocalRemote
+from fencecheck.clusters.runtimes.local import LocalRemote
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,11 @@
-"""The store: `store/<test>/<YYYYmmddTHHMMSS>/` per run, a `latest` link per test, and the
-files every run leaves (test.json, history.jsonl, results.json, report.html, nodes/, logs)."""
+"""The run store (`--store`, default `store/`): a run directory `<store>/<test>/<YYYYmmddTHHMMSS>/`
+per run, a `latest` link per test, and the files every run leaves (test.json, history.jsonl,
+results.json, report.html, nodes/, logs).
+
+Three things were called "store"; they now have three names: the *run store* (this module, the
+directory tree of runs), a *run directory* (one run's directory in it, what services and runtimes
+get as `run_dir`), and the *fenced store* (the resource server of workloads/store.py, selected
+with `--resource store`)."""
 
 from __future__ import annotations
 

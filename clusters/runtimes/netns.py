@@ -14,9 +14,9 @@ Why the `ip` command and not pyroute2: pyroute2 is not installed, and `ip -batch
 whole switch namespace in one process, so setup is a handful of processes whatever the cluster
 size: N + 2 processes (measured: 22 ms for 3 nodes, 40 ms for 8).
 
-Every namespace and veth is recorded in the run's ledger (clusters/ledger.py) before it is
+Every namespace and veth is recorded in the run's ledger (clusters/cleaner.py) before it is
 created; `teardown` replays the ledger, so it is idempotent and also works after a crash through
-`clusters.ledger.teardown_run(run_id)`.
+`clusters.cleaner.teardown_run(run_id)`.
 
 What the controller uses, besides `setup`/`teardown`:
 - `address(node)`: the node's IP address; `namespace(node)`: its namespace name;
@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fencecheck.clusters.base import Cluster, ClusterError, CommandResult, RemoteError
-from fencecheck.clusters.ledger import Ledger, TeardownError, check_run_id, teardown_records
-from fencecheck.clusters.local import LocalRemote
+from fencecheck.clusters.cleaner import Ledger, TeardownError, check_run_id, teardown_records
+from fencecheck.clusters.runtimes.local import LocalRemote
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +59,12 @@ class NetnsRuntime:
 
     name = "netns"
 
-    def __init__(self, run_id: str, store: Path, subnet: str = "10.77.0.0/24") -> None:
+    def __init__(self, run_id: str, run_dir: Path, subnet: str = "10.77.0.0/24") -> None:
         self.run_id = check_run_id(run_id)
-        self.store = store
+        self.run_dir = run_dir
         self.net = ipaddress.ip_network(subnet)
         self.switch = namespace_name(run_id, "sw")
-        self.ledger = Ledger(store / "ledger.jsonl", run_id)
+        self.ledger = Ledger(run_dir / "ledger.jsonl", run_id)
         self._remotes: dict[str, LocalRemote] = {}
         self._addresses: dict[str, str] = {}
 

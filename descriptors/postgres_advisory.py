@@ -9,7 +9,7 @@ from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, Nee
 BACKEND = BackendDescriptor(
     name="postgres-advisory",
     summary="PostgreSQL 15 session-level advisory locks (pg_try_advisory_lock)",
-    service="fencecheck.clusters.postgres:PostgresService",
+    service="fencecheck.clusters.services.postgres:PostgresService",
     clients=(
         ClientDescriptor("pg-advisory", "fencecheck.workloads.pg_advisory_client:PgAdvisoryClient",
                          token=None),

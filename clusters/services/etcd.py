@@ -1,8 +1,8 @@
 """`EtcdService`: a static etcd 3.4 cluster (Debian's /usr/bin/etcd), one member per node.
 
 Each member listens on its node's address (client port 2379 with the v3 JSON gateway, peer port
-2380), keeps its data dir under `store/nodes/<node>/etcd/` and logs to
-`store/nodes/<node>/etcd.log`; the data dirs are removed on teardown unless `keep_data` (each
+2380), keeps its data dir under `<run dir>/nodes/<node>/etcd/` and logs to
+`<run dir>/nodes/<node>/etcd.log`; the data dirs are removed on teardown unless `keep_data` (each
 member preallocates 64 MB of WAL). Elections are fast (heartbeat 100 ms, election timeout 1 s) so
 that faults heal within a test. Note the lease floor that follows from these timings: etcd
 raises any lease TTL below 1.5 x election timeout, so TTLs under 2 s become 2 s.
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fencecheck.clusters.base import ClusterError, Remote, RemoteError
-from fencecheck.clusters.daemons import NodeDaemons, ProcessLedger
+from fencecheck.clusters.services.daemons import NodeDaemons, ProcessLedger
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,8 @@ class EtcdService(NodeDaemons):
 
     # -- LockService
 
-    def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
-        self.adopt_nodes(nodes, store)
+    def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
+        self.adopt_nodes(nodes, run_dir)
         t0 = time.monotonic()
         for node in self.nodes:
             self._start(node, state="new")
@@ -70,7 +70,7 @@ class EtcdService(NodeDaemons):
 
     def teardown(self) -> None:
         self.stop_all("etcd")
-        if not self.keep_data and self.store is not None:
+        if not self.keep_data and self.run_dir is not None:
             # Each member preallocates 64 MB of WAL; the logs are the evidence, not the data.
             for node, remote in self.nodes.items():
                 remote.run(["rm", "-rf", str(self._node_dir(node) / "etcd")], check=False)
@@ -135,7 +135,7 @@ class EtcdService(NodeDaemons):
             f"--initial-advertise-peer-urls=http://{remote.address}:{self.peer_port}",
             f"--initial-cluster={peers}",
             f"--initial-cluster-state={state}",
-            f"--initial-cluster-token=fc-{self.store.name if self.store else 'etcd'}",
+            f"--initial-cluster-token=fc-{self.run_dir.name if self.run_dir else 'etcd'}",
             f"--heartbeat-interval={self.heartbeat_ms}",
             f"--election-timeout={self.election_ms}",
             "--logger=zap",

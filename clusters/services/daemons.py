@@ -2,7 +2,7 @@
 recorded in the run's ledger, and `NodeDaemons`, a mixin for a service with one daemon per node
 (pause, resume, kill, stop all).
 
-`ProcessLedger` is the part of the run's ledger (clusters/ledger.py `Ledger`) a service needs.
+`ProcessLedger` is the part of the run's ledger (clusters/cleaner.py `Ledger`) a service needs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 class ProcessLedger(Protocol):
-    """What a service needs of the run's ledger (clusters/ledger.py `Ledger`): an environment
+    """What a service needs of the run's ledger (clusters/cleaner.py `Ledger`): an environment
     marker for every process, and a record of each started pid."""
 
     def env(self) -> dict[str, str]: ...
@@ -77,7 +77,7 @@ def start_recorded(
 
 class NodeDaemons:
     """Mixin for a service with at most one daemon per node, in `self.daemons` (node name ->
-    Daemon) and run on `self.nodes[node]`, with its files under `store/nodes/<node>/`. A node
+    Daemon) and run on `self.nodes[node]`, with its files under `<run dir>/nodes/<node>/`. A node
     missing from `daemons` is killed (or was never started): pause and resume are no-ops there,
     since a nemesis may overlap pause and kill."""
 
@@ -100,21 +100,21 @@ class NodeDaemons:
         self.ledger = ledger
         self.keep_data = keep_data
         self.nodes = {}
-        self.store: Path | None = None
+        self.run_dir: Path | None = None
         self.daemons = {}
         self.ready_s: float | None = None  # measured time from start to a ready service
 
-    def adopt_nodes(self, nodes: Mapping[str, Remote], store: Path) -> None:
+    def adopt_nodes(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
         """Take setup's nodes and store, refusing a node count other than the one asked for."""
         if self.node_count is not None and len(nodes) != self.node_count:
             raise ClusterError(f"{self.name}: want {self.node_count} nodes, got {len(nodes)}")
         self.nodes = dict(nodes)
-        self.store = store
+        self.run_dir = run_dir
 
     def _node_dir(self, node: str) -> Path:
-        if self.store is None:
+        if self.run_dir is None:
             raise ClusterError(f"{self.name}: not set up")
-        return self.store / "nodes" / node
+        return self.run_dir / "nodes" / node
 
     def check_exited(self, nodes: list[str], log_name: str) -> None:
         """While waiting for readiness: fail at once if a node's daemon has exited."""

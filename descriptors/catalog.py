@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import logging
+import pkgutil
+import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from types import ModuleType
+from typing import TypeVar
 
 from fencecheck.descriptors import etcd, postgres_advisory, redis, redlock, sentinel, zookeeper
 from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, ResourceDescriptor
@@ -18,6 +23,10 @@ from fencecheck.descriptors.resources import RESOURCES as BUILTIN_RESOURCES
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+# In this order first (it is the order of --help and of error messages); any other module of
+# this package with a BACKEND is found by `discover`, so a new backend edits no existing file.
 BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
     postgres_advisory.BACKEND,
@@ -56,9 +65,9 @@ def plugins(group: str) -> list[Plugin]:
     return sorted(out, key=lambda p: p.name)
 
 
-def load_group(group: str, kind: type) -> list[object]:
+def load_group(group: str, kind: type[T]) -> list[T]:
     """The loaded objects of `group`; each must be an instance of `kind`."""
-    out: list[object] = []
+    out: list[T] = []
     for ep in entry_points(group=group):
         try:
             obj = ep.load()
@@ -72,15 +81,28 @@ def load_group(group: str, kind: type) -> list[object]:
     return out
 
 
+def discover(package: ModuleType, attr: str, kind: type[T]) -> list[T]:
+    """The `attr` of every module of `package` that has one of type `kind`, by module name."""
+    found = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        obj = getattr(importlib.import_module(f"{package.__name__}.{info.name}"), attr, None)
+        if isinstance(obj, kind):
+            found.append(obj)
+    return found
+
+
 @functools.cache
 def backends() -> dict[str, BackendDescriptor]:
     """Every backend by name, with plugin clients appended to the backends they drive."""
     table = {b.name: b for b in BUILTIN_BACKENDS}
+    for b in discover(sys.modules[__package__ or "fencecheck.descriptors"], "BACKEND",
+                      BackendDescriptor):
+        table.setdefault(b.name, b)
     for b in load_group("fencecheck.backends", BackendDescriptor):
-        assert isinstance(b, BackendDescriptor)
         table[b.name] = b
     for p in load_group("fencecheck.clients", ClientPlugin):
-        assert isinstance(p, ClientPlugin)
         for name in p.backends:
             if name not in table:
                 raise CatalogError(f"plugin client {p.client.name} drives unknown backend "
@@ -108,6 +130,5 @@ def clients() -> dict[str, ClientDescriptor]:
 def resources() -> dict[str, ResourceDescriptor]:
     table = {r.name: r for r in BUILTIN_RESOURCES}
     for r in load_group("fencecheck.resources", ResourceDescriptor):
-        assert isinstance(r, ResourceDescriptor)
         table[r.name] = r
     return table

@@ -1,5 +1,5 @@
-"""The node image of the docker runtime: `ensure_image` builds `clusters/Dockerfile` on first use
-and caches it by content hash (tag `fencecheck-node:<hash>`).
+"""The node image of the docker runtime: `ensure_image` builds `clusters/runtimes/Dockerfile` on
+first use and caches it by content hash (tag `fencecheck-node:<hash>`).
 
 Where the base image (`debian:bookworm-slim`) cannot be pulled (no registry reachable, as on an
 offline CI machine), the base is made with `debootstrap --variant=minbase bookworm` from the
@@ -78,7 +78,8 @@ def image_status(client: Any) -> tuple[bool, str]:
     if tag is not None:
         return True, tag
     how = "" if shutil.which("debootstrap") else "apt-get install debootstrap, then "
-    return False, f"node image not built: {how}python -m fencecheck.clusters.image (minutes, once)"
+    return False, (f"node image not built: {how}python -m fencecheck.clusters.runtimes.image "
+                   "(minutes, once)")
 
 
 def ensure_image(client: Any) -> str:
@@ -167,18 +168,18 @@ def build(client: Any, base: str, tag: str) -> None:
 
 
 def main() -> None:
-    """`python -m fencecheck.clusters.image`: build the node image now (CI does this once per
-    machine)."""
+    """`python -m fencecheck.clusters.runtimes.image`: build the node image now (CI does this once
+    per machine)."""
     import sys
 
-    from fencecheck.clusters.docker import docker_client
+    from fencecheck.clusters.runtimes.docker import docker_client
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     t0 = time.monotonic()
     try:
         tag = ensure_image(docker_client())
     except ClusterError as e:
-        logging.getLogger("fencecheck.clusters.image").error("%s", e)
+        logging.getLogger("fencecheck.clusters.runtimes.image").error("%s", e)
         sys.exit(3)
     log.info("%s ready (%.0f s)", tag, time.monotonic() - t0)
 

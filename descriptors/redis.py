@@ -17,7 +17,7 @@ REDIS_VERSION = ("redis-server", "--version")
 BACKEND = BackendDescriptor(
     name="redis",
     summary="a single redis-server",
-    service="fencecheck.clusters.redis:RedisService",
+    service="fencecheck.clusters.services.redis:RedisService",
     clients=(
         ClientDescriptor("redis-setnx", "fencecheck.workloads.redis_clients:SetnxClient",
                          token="INCR of a per-lock counter in the SET NX script"),

@@ -14,7 +14,7 @@ Files: services write under the run's store path; on a host that is the same pat
 `mkdir -p`. `put_file`/`get_file` go through SFTP (through `sudo -n cat` when `sudo`, since SFTP
 cannot write root's files); both read the whole source before writing, so a host that shares
 this host's file system (the tests' sshd namespaces) cannot truncate its own source. At
-teardown every `*.log` under `store/nodes/<node>/` on the host is downloaded into the store.
+teardown every `*.log` under `<run dir>/nodes/<node>/` on the host is downloaded into the store.
 
 The ledger records server processes as `remote-process` (their pids are the host's, not ours:
 the local cleaner must never kill by them) and hosts as `ssh-node`; `teardown` kills the
@@ -39,17 +39,17 @@ from typing import Any
 import paramiko
 
 from fencecheck.clusters.base import Cluster, ClusterError, CommandResult, Daemon, RemoteError
-from fencecheck.clusters.docker import undo_host_chain
-from fencecheck.clusters.ledger import (
+from fencecheck.clusters.cleaner import (
     Ledger,
     TeardownError,
     check_run_id,
     register_undo,
     teardown_records,
 )
-from fencecheck.clusters.local import LocalRemote
-from fencecheck.clusters.netns import NODE_RE
-from fencecheck.clusters.partition import chain_name
+from fencecheck.clusters.faults.partition import chain_name
+from fencecheck.clusters.runtimes.docker import undo_host_chain
+from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.runtimes.netns import NODE_RE
 
 log = logging.getLogger(__name__)
 
@@ -287,11 +287,11 @@ class SshRuntime:
 
     name = "ssh"
 
-    def __init__(self, run_id: str, store: Path, *, hosts: Sequence[str], user: str | None = None,
+    def __init__(self, run_id: str, run_dir: Path, *, hosts: Sequence[str], user: str | None = None,
                  key: Path | None = None, port: int = 22, sudo: bool = False,
                  accept_unknown: bool = False, known_hosts: Path | None = None) -> None:
         self.run_id = check_run_id(run_id)
-        self.store = store
+        self.run_dir = run_dir
         self.hosts = list(hosts)
         self.user = user
         self.key = key
@@ -299,7 +299,7 @@ class SshRuntime:
         self.sudo = sudo
         self.accept_unknown = accept_unknown
         self.known_hosts = known_hosts
-        self.ledger = SshLedger(store / "ledger.jsonl", run_id)
+        self.ledger = SshLedger(run_dir / "ledger.jsonl", run_id)
         self.ledger.hosts = {}
         self._remotes: dict[str, SshRemote] = {}
         self._done: set[str] = set()  # nodes whose processes and chain teardown removed
@@ -345,10 +345,10 @@ class SshRuntime:
         for node in [*servers, *clients]:
             if not NODE_RE.match(node):
                 raise ClusterError(f"bad node name {node!r}: want [a-z0-9-]")
-        if not self.store.is_absolute():
+        if not self.run_dir.is_absolute():
             # Services name files by the store's path, which on a host is relative to the
             # login directory: it would not be the store.
-            raise ClusterError(f"ssh: the store path must be absolute, not {self.store}")
+            raise ClusterError(f"ssh: the store path must be absolute, not {self.run_dir}")
         if len(self.hosts) < len(servers):
             raise ClusterError(
                 f"ssh: {len(servers)} server nodes ({', '.join(servers)}) need as many hosts; "
@@ -408,7 +408,7 @@ class SshRuntime:
         self.ledger.unregister()
 
     def _download_logs(self, node: str, remote: SshRemote) -> None:
-        d = self.store.resolve() / "nodes" / node
+        d = self.run_dir.resolve() / "nodes" / node
         res = remote.run(["find", str(d), "-maxdepth", "2", "-name", "*.log", "-type", "f"],
                          check=False)
         for line in res.stdout.splitlines():

@@ -7,7 +7,7 @@ from fencecheck.descriptors.base import KILL, PAUSE, BackendDescriptor, ClientDe
 BACKEND = BackendDescriptor(
     name="etcd",
     summary="an etcd cluster (3 or 5 members)",
-    service="fencecheck.clusters.etcd:EtcdService",
+    service="fencecheck.clusters.services.etcd:EtcdService",
     clients=(
         ClientDescriptor("etcd", "fencecheck.workloads.etcd_client:EtcdClient",
                          token="the lock key's create revision"),

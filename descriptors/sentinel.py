@@ -16,7 +16,7 @@ from fencecheck.descriptors.redis import REDIS_NEEDS, REDIS_VERSION
 BACKEND = BackendDescriptor(
     name="redis-sentinel",
     summary="a redis primary with replicas and sentinels (3 + 3)",
-    service="fencecheck.clusters.sentinel:SentinelService",
+    service="fencecheck.clusters.services.sentinel:SentinelService",
     clients=(
         ClientDescriptor("redis-sentinel",
                          "fencecheck.workloads.sentinel_client:SentinelSetnxClient",

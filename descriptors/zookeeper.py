@@ -14,7 +14,7 @@ from fencecheck.descriptors.base import (
 BACKEND = BackendDescriptor(
     name="zookeeper",
     summary="a ZooKeeper ensemble (3 or 5 servers)",
-    service="fencecheck.clusters.zookeeper:ZookeeperService",
+    service="fencecheck.clusters.services.zookeeper:ZookeeperService",
     clients=(
         ClientDescriptor("zookeeper", "fencecheck.workloads.zk_client:ZkClient",
                          token="the lock node's czxid"),

@@ -2,7 +2,7 @@
 
 With one node it is the plain Redis lock service; with N nodes it is the set of independent
 masters Redlock runs on. It runs the host's redis-server binary with an explicit config per node
-(`store/nodes/<node>/redis.conf`; data dir and `redis.log` beside it): bound to the node's
+(`<run dir>/nodes/<node>/redis.conf`; data dir and `redis.log` beside it): bound to the node's
 address, protected mode off, and persistence as asked:
 
 - "off": no RDB snapshots and no AOF, so a restarted node comes back empty (the Redlock
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Literal
 
 from fencecheck.clusters.base import ClusterError, Daemon, Remote, RemoteError
-from fencecheck.clusters.daemons import start_recorded, stop_daemon
-from fencecheck.clusters.ledger import Ledger
+from fencecheck.clusters.cleaner import Ledger
+from fencecheck.clusters.services.daemons import start_recorded, stop_daemon
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +66,12 @@ class RedisService:
 
     # --- LockService ----------------------------------------------------------------------
 
-    def setup(self, nodes: Mapping[str, Remote], store: Path) -> None:
+    def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
         if not nodes:
             raise ClusterError("redis needs at least one node")
         self._nodes = dict(nodes)
         for node, remote in self._nodes.items():
-            d = store / "nodes" / node
+            d = run_dir / "nodes" / node
             d.mkdir(parents=True, exist_ok=True)
             self._dirs[node] = d
             conf = d / "redis.conf"
