@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import TypeVar
 
-from fencecheck.descriptors import etcd, redis, redlock, sentinel, zookeeper
+from fencecheck.descriptors import etcd, postgres_advisory, redis, redlock, sentinel, zookeeper
 from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, ResourceDescriptor
 from fencecheck.descriptors.resources import RESOURCES as BUILTIN_RESOURCES
 
@@ -29,6 +29,7 @@ T = TypeVar("T")
 # this package with a BACKEND is found by `discover`, so a new backend edits no existing file.
 BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
+    postgres_advisory.BACKEND,
 )
 
 # The user's own program (--client-cmd; docs/client-protocol.md) drives every backend.

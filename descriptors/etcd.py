@@ -18,6 +18,7 @@ BACKEND = BackendDescriptor(
                          token="the lock key's create revision", workloads=frozenset({"lock"})),
         ClientDescriptor("etcd-careless", "fencecheck.workloads.careless:CarelessEtcdClient",
                          token="as etcd (--client-opt careless=STEP,...)"),
+        ClientDescriptor("etcd3", "fencecheck.workloads.pylib_clients:Etcd3Client", token=None),
     ),
     token="create revision",
     nodes=3,
@@ -26,7 +27,7 @@ BACKEND = BackendDescriptor(
     needs=(Need("etcd", binary="etcd", package="etcd-server"),
            Need("etcdctl", binary="etcdctl", package="etcd-client")),
     version_argv=("etcd", "--version"),
-    python_libs=("httpx",),
+    python_libs=("httpx", "etcd3"),
     clock_refusal=(
         "the clock nemesis cannot skew etcd: Go binaries read the clock through the vDSO, "
         "which an LD_PRELOAD shim cannot intercept (and etcd expires leases by monotonic time)"

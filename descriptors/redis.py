@@ -28,6 +28,8 @@ BACKEND = BackendDescriptor(
         ClientDescriptor("redis-setnx-careless",
                          "fencecheck.workloads.careless:CarelessSetnxClient",
                          token="as redis-setnx (--client-opt careless=STEP,...)"),
+        ClientDescriptor("python-redis-lock",
+                         "fencecheck.workloads.pylib_clients:PythonRedisLockClient", token=None),
     ),
     token="setnx: yes",
     nodes=1,
@@ -35,5 +37,5 @@ BACKEND = BackendDescriptor(
     service_args=frozenset({"persistence", "env_for", "ledger"}),
     needs=REDIS_NEEDS,
     version_argv=REDIS_VERSION,
-    python_libs=("redis",),
+    python_libs=("redis", "python-redis-lock"),
 )

@@ -17,6 +17,8 @@ BACKEND = BackendDescriptor(
         # npm redlock + ioredis, a program built by scripts/build-clients.sh
         ClientDescriptor("node-redlock", "fencecheck.workloads.third_party:NodeRedlockClient",
                          token=None, workloads=frozenset({"lock"})),
+        ClientDescriptor("aioredlock", "fencecheck.workloads.pylib_clients:AioredlockClient",
+                         token=None),
     ),
     token="none",
     nodes=5,
@@ -24,5 +26,5 @@ BACKEND = BackendDescriptor(
     service_args=frozenset({"persistence", "env_for", "ledger"}),
     needs=REDIS_NEEDS,
     version_argv=REDIS_VERSION,
-    python_libs=("redis", "pottery"),
+    python_libs=("redis", "pottery", "aioredlock"),
 )

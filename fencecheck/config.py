@@ -123,6 +123,9 @@ class RunConfig(BaseModel):
             raise ValueError("hosts: --runtime ssh needs --hosts h1,h2,...")
         if self.store.exists() and not self.store.is_dir():
             raise ValueError(f"store: {self.store} exists and is not a directory")
+        most = catalog.backend(self.backend).max_nodes
+        if self.nodes is not None and self.nodes > most:
+            raise ValueError(f"nodes: {self.backend} runs on at most {most} node(s)")
         return self
 
     @property

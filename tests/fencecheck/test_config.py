@@ -52,3 +52,9 @@ def test_config_defaults_and_names() -> None:
     assert lo > cfg.lease_ms / 1000  # default pauses outlast the lease
     with pytest.raises(ConfigError, match="nemesis"):
         make_config(nemesis=("none", "pause"))
+
+
+def test_a_backend_refuses_more_nodes_than_it_runs_on(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="nodes: postgres-advisory runs on at most 1 node"):
+        make_config(backend="postgres-advisory", nodes=3, store=tmp_path / "store")
+    assert make_config(backend="postgres-advisory", store=tmp_path / "store").node_count == 1

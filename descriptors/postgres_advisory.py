@@ -1,0 +1,31 @@
+"""The `postgres-advisory` backend: session-level advisory locks on one PostgreSQL server, held
+while the session lives; the server's own session timeouts (set per session from the lease, see
+workloads/pg_advisory_client.py) are what take a lock from a holder it cannot reach."""
+
+from __future__ import annotations
+
+from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, Need
+
+BACKEND = BackendDescriptor(
+    name="postgres-advisory",
+    summary="PostgreSQL 15 session-level advisory locks (pg_try_advisory_lock)",
+    service="fencecheck.clusters.services.postgres:PostgresService",
+    clients=(
+        ClientDescriptor("pg-advisory", "fencecheck.workloads.pg_advisory_client:PgAdvisoryClient",
+                         token=None),
+        ClientDescriptor("pg-advisory-counter",
+                         "fencecheck.workloads.pg_advisory_client:PgAdvisoryCounterClient",
+                         token="a per-lock counter bumped in the statement that takes the lock"),
+    ),
+    token="pg-advisory-counter: yes",
+    nodes=1,
+    max_nodes=1,
+    service_args=frozenset({"ledger"}),
+    needs=(Need("postgresql", path="/usr/lib/postgresql/15/bin/postgres", package="postgresql"),),
+    version_argv=("/usr/lib/postgresql/15/bin/postgres", "--version"),
+    python_libs=("psycopg",),
+    clock_refusal=(
+        "PostgreSQL is not started under the clock shim here (its session timeouts are what "
+        "end an advisory lock, and those run on the server's own timers)"
+    ),
+)

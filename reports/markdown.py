@@ -1,0 +1,196 @@
+"""The published comparison as Markdown (docs/comparison.md), from a finished `fencecheck matrix`
+output directory: one line per matrix row with the library, backend, fault, fencing, the row's
+expectation, how many seeds found a violation, the violation kinds, the median time to the first
+violation, and whether the row met its expectation.
+
+    python -m fencecheck.reports.markdown store/_matrix/libraries > docs/comparison.md
+
+Several output directories (a matrix run in parts, `--only`) make one table, in the order given.
+
+It reads `matrix.json` and each run's `test.json` and `results.json`; it runs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+# client name -> (what it is, the Python distribution whose version the table names, if any)
+LIBRARIES: dict[str, tuple[str, str | None]] = {
+    "redis-setnx": ("SET NX PX + INCR token in one script", "redis"),
+    "redis-py": ("redis-py `redis.lock.Lock`", "redis"),
+    "redis-lease": ("redis-py lease loop", "redis"),
+    "python-redis-lock": ("python-redis-lock `Lock(auto_renewal=True)`", "python-redis-lock"),
+    "redlock-ref": ("the published Redlock algorithm (reference client)", "redis"),
+    "redlock": ("pottery `Redlock`", "pottery"),
+    "aioredlock": ("aioredlock `Aioredlock.lock` (watchdog)", "aioredlock"),
+    "redis-setnx-careless": ("redis-setnx, careless (plain DEL, blind renew, works on)", "redis"),
+    "etcd-careless": ("etcd, careless (plain delete, blind renew, works on)", "httpx"),
+    "redis-sentinel": ("SET NX on the Sentinel primary", "redis"),
+    "etcd": ("etcd lease + v3 lock API (JSON gateway)", "httpx"),
+    "etcd3": ("python-etcd3 `Lock` (gRPC)", "etcd3"),
+    "zookeeper": ("kazoo `Lock`", "kazoo"),
+    "pg-advisory": ("`pg_try_advisory_lock`, session-level", "psycopg"),
+    "pg-advisory-counter": ("advisory lock + fencing counter bumped inside it", "psycopg"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    row: str
+    library: str
+    client: str
+    backend: str
+    fault: str
+    fenced: bool
+    options: str
+    expect: str
+    seeds: int
+    found: int
+    kinds: tuple[str, ...]
+    first_s: float | None
+    met: bool
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _version(dist: str | None) -> str:
+    """The " [dist version]" suffix: the distribution the client runs on, as installed here."""
+    if dist is None:
+        return ""
+    try:
+        return f" [{dist} {metadata.version(dist)}]"
+    except metadata.PackageNotFoundError:
+        return f" [{dist}]"
+
+
+def lines(out_dir: Path) -> list[Line]:
+    """One `Line` per row of the matrix output in out_dir (rows whose runs left no test.json
+    are reported with what matrix.json knows)."""
+    matrix = _load(out_dir / "matrix.json")
+    out: list[Line] = []
+    for row in matrix["rows"]:
+        runs = row["runs"]
+        config: dict[str, Any] = {}
+        kinds: set[str] = set()
+        firsts: list[float] = []
+        found = 0
+        for run in runs:
+            run_dir = Path(run["run_dir"]) if run.get("run_dir") else None
+            if run_dir is not None and (run_dir / "test.json").is_file():
+                config = config or _load(run_dir / "test.json")["config"]
+            if run.get("verdict") != "invalid":
+                continue
+            found += 1
+            if run_dir is not None and (run_dir / "results.json").is_file():
+                results = _load(run_dir / "results.json")
+                for check in results.get("checks", {}).values():
+                    kinds.update(v["kind"] for v in check.get("violations", []))
+                first = results.get("stats", {}).get("first_violation_ns")
+                if isinstance(first, int):
+                    firsts.append(first / 1e9)
+        client = str(config.get("client", "?"))
+        what, dist = LIBRARIES.get(client, (client, None))
+        opts = config.get("client_options") or {}
+        out.append(Line(
+            row=row["row"], library=what + _version(dist), client=client,
+            backend=str(config.get("backend", "?")),
+            fault="+".join(config.get("nemesis") or ["?"]),
+            fenced=bool(config.get("fencing")),
+            options=", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(opts.items())),
+            expect=row["expect"], seeds=len(runs), found=found, kinds=tuple(sorted(kinds)),
+            first_s=statistics.median(firsts) if firsts else None, met=bool(row["met"]),
+        ))
+    return out
+
+
+NOTES = """\
+## Reading it
+
+- **No token, no fence.** Only `redis-setnx`, `etcd`, `zookeeper` and `pg-advisory-counter` give
+  a fencing token; with `--fencing on` the resource rejects every write with a lower token than
+  it has seen, which is why their fenced rows find nothing under the same faults.
+- **Renewers stop with their process.** python-redis-lock's renewal thread and aioredlock's
+  watchdog renew in the background; a paused process pauses them too, the lease runs out, and the
+  main thread carries on writing after the pause. Their renewals are not in the history, which
+  only makes the checker quieter.
+- **python-etcd3 does not renew at all.** Its `Lock` holds a lease of `ttl` whole seconds that
+  only `refresh()` extends; a critical section longer than the ttl loses the lock with no fault.
+  The partition rows' sections (4 writes 700 ms apart) outlast its 1 s ttl, so what the etcd3
+  partition row finds would be found without the partition too.
+- **An advisory lock lives with its session.** A paused holder's kernel still answers TCP
+  keepalives, so PostgreSQL keeps the session and the lock for the whole pause (nothing found
+  without `idle_session_timeout`). A holder cut off from PostgreSQL but not from the resource
+  loses the lock once the server's keepalive gives up (about a lease plus a second), and goes
+  on writing.
+- **Not in the table:** `clock` on etcd (Go reads the clock through the vDSO; the shim cannot
+  move it) and on postgres-advisory (PostgreSQL is not run under the shim), `kill` on
+  postgres-advisory (no restart on its data here): both are refused up front. Kubernetes Leases
+  need an API server, which cannot run on this machine.
+"""
+
+
+def render(rows: Sequence[Line], source: str) -> str:
+    met = sum(r.met for r in rows)
+    out = [
+        "# Lock libraries compared",
+        "",
+        f"Generated by `python -m fencecheck.reports.markdown` from a run of `{source}` "
+        "(`fencecheck matrix`) on this project's 2-core test machine, shared with other runs; "
+        "every row ran each of its "
+        "seeds once. **found** is how many seeds' runs found a violation; **kinds** are the "
+        "violation kinds over those runs; **first** is the median time from the start of a run "
+        "to its first violation. A must-find row expects every seed to find one, a must-pass "
+        "row expects none.",
+        "",
+        f"{met} of {len(rows)} rows met their expectation.",
+        "",
+        "| library (client) | backend | fault | fenced | expect | found | kinds | first | met |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        client = f"{r.library} (`{r.client}`" + (f", {r.options}" if r.options else "") + ")"
+        first = f"{r.first_s:.1f} s" if r.first_s is not None else "–"
+        out.append(
+            f"| {client} | {r.backend} | {r.fault} | {'yes' if r.fenced else 'no'} | {r.expect} "
+            f"| {r.found}/{r.seeds} | {', '.join(r.kinds) or '–'} | {first} "
+            f"| {'met' if r.met else '**MISSED**'} |"
+        )
+    return "\n".join(out) + "\n\n" + NOTES
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fencecheck.reports.markdown",
+                                 description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("out_dirs", type=Path, nargs="+", metavar="OUT_DIR",
+                    help="a `fencecheck matrix --out` directory")
+    ap.add_argument("--source", default="examples/libraries.toml",
+                    help="the matrix file named in the heading")
+    args = ap.parse_args(argv)
+    rows: list[Line] = []
+    for out_dir in args.out_dirs:
+        if not (out_dir / "matrix.json").is_file():
+            print(f"error: {out_dir}/matrix.json: not found (run `fencecheck matrix` first)",
+                  file=sys.stderr)
+            return 3
+        try:
+            rows += lines(out_dir)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"error: {out_dir}: unreadable matrix output ({e})", file=sys.stderr)
+            return 3
+    sys.stdout.write(render(rows, args.source))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

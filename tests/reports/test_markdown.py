@@ -1,0 +1,75 @@
+"""The comparison table (reports/markdown.py) from a matrix output directory: found counts only
+invalid runs, kinds and first-violation times come from their results, a missed row says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fencecheck.descriptors.catalog import backends
+from fencecheck.matrix import load_matrix
+from fencecheck.reports.markdown import LIBRARIES, lines, main, render
+
+
+def _run(root: Path, name: str, verdict: str, client: str, fencing: bool,
+         kinds: list[str], first_ns: int | None) -> dict[str, Any]:
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    config = {"client": client, "backend": "postgres-advisory", "nemesis": ["partition"],
+              "fencing": fencing, "client_options": {"idle_session_timeout": True}}
+    (run_dir / "test.json").write_text(json.dumps({"config": config}))
+    checks = {"exclusion": {"violations": [{"kind": k} for k in kinds]}}
+    (run_dir / "results.json").write_text(
+        json.dumps({"checks": checks, "stats": {"first_violation_ns": first_ns}}))
+    return {"seed": 1, "verdict": verdict, "run_dir": str(run_dir)}
+
+
+def _matrix(tmp_path: Path) -> Path:
+    out = tmp_path / "out"
+    out.mkdir()
+    rows = [
+        {"row": "partition-pg-advisory", "expect": "must-find", "met": False, "runs": [
+            _run(tmp_path, "a1", "invalid", "pg-advisory", False, ["lost-update"], 4_000_000_000),
+            _run(tmp_path, "a2", "valid", "pg-advisory", False, [], None)]},
+        {"row": "partition-pg-advisory-counter-fenced", "expect": "must-pass", "met": True,
+         "runs": [_run(tmp_path, "b1", "valid", "pg-advisory-counter", True, [], None)]},
+    ]
+    (out / "matrix.json").write_text(json.dumps({"rows": rows}))
+    return out
+
+
+def test_lines_count_found_seeds_and_kinds(tmp_path: Path) -> None:
+    a, b = lines(_matrix(tmp_path))
+    assert (a.found, a.seeds, a.kinds, a.first_s, a.met) == (1, 2, ("lost-update",), 4.0, False)
+    assert (b.found, b.seeds, b.fenced, b.met) == (0, 1, True, True)
+    assert a.options == "idle_session_timeout=true"
+
+
+def test_render_names_every_row_and_flags_the_missed_one(tmp_path: Path) -> None:
+    text = render(lines(_matrix(tmp_path)), "examples/libraries.toml")
+    assert "1 of 2 rows met their expectation." in text
+    assert "| postgres-advisory | partition | no | must-find | 1/2 | lost-update | 4.0 s |" \
+        " **MISSED** |" in text
+    assert text.count("\n| ") == 3  # the header and two rows
+
+
+def test_a_directory_without_a_matrix_is_a_clear_error(tmp_path: Path, capsys: Any) -> None:
+    assert main([str(tmp_path)]) == 3
+    assert "matrix.json: not found" in capsys.readouterr().err
+
+
+def test_the_libraries_example_covers_every_backend_and_lock_library(tmp_path: Path) -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / "libraries.toml"
+    m = load_matrix(path, tmp_path / "store")
+    configs = [r.configs[0] for r in m.rows]
+    assert {c.backend for c in configs} == set(backends())
+    clients = {c.client_name for c in configs}
+    assert {"python-redis-lock", "aioredlock", "etcd3", "pg-advisory",
+            "pg-advisory-counter"} <= clients
+    assert clients <= set(LIBRARIES)  # the table names each one
+    assert all(len(r.seeds) == 2 for r in m.rows)
+    for lib in ("python-redis-lock", "aioredlock", "etcd3", "pg-advisory"):
+        expects = {r.expect for r, c in zip(m.rows, configs, strict=True)
+                   if c.client_name == lib}
+        assert expects == {"must-find", "must-pass"}, lib
