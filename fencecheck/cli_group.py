@@ -31,6 +31,7 @@ LAZY: dict[str, str] = {
     "compare": "fencecheck.cmd_reports",
     "serve": "fencecheck.cmd_reports",
     "matrix": "fencecheck.cmd_matrix",
+    "merge": "fencecheck.cmd_matrix",
     "plugins": "fencecheck.cmd_plugins",
 }
 

@@ -369,7 +369,7 @@ def run_matrix(matrix: Matrix, out_dir: Path, junit: Path | None = None,
                 runs.append(rec)
                 notify(row, seed, rec)
             results.append(RowResult(row, tuple(runs)))
-    compare_html, report_error = _write_compare(results, out_dir)
+    compare_html, report_error = write_compare(results, out_dir)
     junit_error = None
     if junit is not None:
         try:
@@ -380,13 +380,13 @@ def run_matrix(matrix: Matrix, out_dir: Path, junit: Path | None = None,
     outcome = MatrixOutcome(tuple(results), out_dir, compare_html,
                             None if junit_error else junit, report_error, sig.received,
                             junit_error)
-    _write_json(outcome, out_dir / "matrix.json")
+    write_matrix_json(outcome, out_dir / "matrix.json")
     return outcome
 
 
 # ---- output -----------------------------------------------------------------------------------
 
-def _write_compare(results: Sequence[RowResult], out_dir: Path) -> tuple[Path | None, str | None]:
+def write_compare(results: Sequence[RowResult], out_dir: Path) -> tuple[Path | None, str | None]:
     """reports.compare over this matrix's runs, each configuration judged by its row's
     expectation, with the rows themselves first."""
     from fencecheck.reports.compare import ExpectedRow, compare
@@ -441,7 +441,7 @@ def write_junit(results: Sequence[RowResult], path: Path, suite: str) -> None:
     write_cases(junit_cases(results), path, suite)
 
 
-def _write_json(outcome: MatrixOutcome, path: Path) -> None:
+def write_matrix_json(outcome: MatrixOutcome, path: Path) -> None:
     data = {
         "exit_code": outcome.exit_code,
         "compare": str(outcome.compare_html) if outcome.compare_html else None,
