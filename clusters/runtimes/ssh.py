@@ -14,7 +14,9 @@ Files: services write under the run's store path; on a host that is the same pat
 `mkdir -p`. `put_file`/`get_file` go through SFTP (through `sudo -n cat` when `sudo`, since SFTP
 cannot write root's files); both read the whole source before writing, so a host that shares
 this host's file system (the tests' sshd namespaces) cannot truncate its own source. At
-teardown every `*.log` under `<run dir>/nodes/<node>/` on the host is downloaded into the store.
+teardown every `*.log` under `<run dir>/nodes/<node>/` on the host is downloaded into the store,
+only into that node's own folder (`log_destination`: a printed path such as `…/nodes/n1/../../x`
+is refused and logged).
 
 The ledger records server processes as `remote-process` (their pids are the host's, not ours:
 the local cleaner must never kill by them) and hosts as `ssh-node`; `teardown` kills the
@@ -412,8 +414,36 @@ class SshRuntime:
         res = remote.run(["find", str(d), "-maxdepth", "2", "-name", "*.log", "-type", "f"],
                          check=False)
         for line in res.stdout.splitlines():
-            if line.startswith(str(d) + "/"):
-                remote.get_file(line, Path(line))
+            local = log_destination(d, line)
+            if local is None:
+                log.warning("ssh: %s printed a log path outside its folder %s: %r not "
+                            "downloaded", node, d, line)
+                continue
+            local.parent.mkdir(parents=True, exist_ok=True)
+            remote.get_file(line, local)
+
+
+def log_destination(node_dir: Path, printed: str) -> Path | None:
+    """Where a log path a host printed may be downloaded to: the same path, only if it is a
+    `*.log` file inside the node's own folder (at most two levels down, as asked of `find`),
+    with no `..`, `.` or empty component, and no local symlink on the way out of it. Anything
+    else is None: a host (or a file name with a newline) must not make the controller write
+    outside the node's folder."""
+    if not printed.startswith(str(node_dir) + "/") or "\x00" in printed:
+        return None
+    rel = printed[len(str(node_dir)) + 1:]
+    parts = rel.split("/")
+    if not 1 <= len(parts) <= 2 or any(p in ("", ".", "..") for p in parts):
+        return None
+    if not parts[-1].endswith(".log"):
+        return None
+    local = node_dir / Path(*parts)
+    # A symlink already in the store (nodes/n1/x -> /etc) would redirect the write.
+    if local.parent.exists() and not local.parent.resolve().is_relative_to(node_dir.resolve()):
+        return None
+    if local.is_symlink():
+        return None
+    return local
 
 
 def _left_on_host(rec: Mapping[str, Any]) -> str | None:

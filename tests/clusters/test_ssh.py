@@ -20,7 +20,13 @@ import redis
 
 from fencecheck.clusters.base import ClusterError
 from fencecheck.clusters.cleaner import NETNS_DIR, delete_netns, kill_pids
-from fencecheck.clusters.runtimes.ssh import SshRemote, SshRuntime, packages_for, wanted_paths
+from fencecheck.clusters.runtimes.ssh import (
+    SshRemote,
+    SshRuntime,
+    log_destination,
+    packages_for,
+    wanted_paths,
+)
 from fencecheck.clusters.services.redis import RedisService
 
 pytestmark = pytest.mark.ssh
@@ -338,3 +344,38 @@ def test_sudo_prefixes_every_command_and_moves_files_through_it(sshd2: SshdHosts
     finally:
         rt.teardown()
     assert _zombie(d.pid) or not os.path.exists(f"/proc/{d.pid}")
+
+
+@pytest.mark.parametrize("printed", [
+    "{d}/../../x.log",  # the example: out of the store
+    "{d}/../n2/redis.log",  # another node's folder
+    "{d}/a/../../../etc/cron.d/x.log",
+    "{d}/./redis.log",
+    "{d}//redis.log",
+    "{d}/a/b/c.log",  # deeper than find was asked to look
+    "{d}/redis.conf",  # not a log
+    "{d}-evil/redis.log",  # a sibling whose name starts like the node's
+    "/etc/passwd",
+    "{d}",
+])
+def test_a_log_path_outside_the_nodes_folder_is_refused(tmp_path: Path, printed: str) -> None:
+    d = tmp_path / "run" / "nodes" / "n1"
+    d.mkdir(parents=True)
+    assert log_destination(d, printed.format(d=d)) is None
+
+
+def test_a_log_path_through_a_symlink_out_of_the_folder_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "run" / "nodes" / "n1"
+    d.mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (d / "sub").symlink_to(tmp_path / "outside")
+    assert log_destination(d, f"{d}/sub/redis.log") is None
+    (d / "linked.log").symlink_to(tmp_path / "outside" / "x.log")
+    assert log_destination(d, f"{d}/linked.log") is None
+
+
+def test_a_log_in_the_nodes_folder_is_downloaded_to_the_same_place(tmp_path: Path) -> None:
+    d = tmp_path / "run" / "nodes" / "n1"
+    d.mkdir(parents=True)
+    assert log_destination(d, f"{d}/redis.log") == d / "redis.log"
+    assert log_destination(d, f"{d}/data/server.log") == d / "data" / "server.log"
