@@ -18,6 +18,9 @@ teardown every `*.log` under `<run dir>/nodes/<node>/` on the host is downloaded
 only into that node's own folder (`log_destination`: a printed path such as `…/nodes/n1/../../x`
 is refused and logged).
 
+Guard: the lock services' ports on each host answer only the test's addresses (the hosts and
+the controller) and loopback (`ssh_guard.py`: a chain FCG-<run>, recorded as `remote-guard`).
+
 The ledger records server processes as `remote-process` (their pids are the host's, not ours:
 the local cleaner must never kill by them) and hosts as `ssh-node`; `teardown` kills the
 recorded processes and removes our iptables chain on each host while connected. After a
@@ -52,6 +55,7 @@ from fencecheck.clusters.faults.partition import chain_name
 from fencecheck.clusters.runtimes.docker import undo_host_chain
 from fencecheck.clusters.runtimes.local import LocalRemote
 from fencecheck.clusters.runtimes.netns import NODE_RE
+from fencecheck.clusters.runtimes.ssh_guard import add_guard, guard_chain, remove_guard
 
 log = logging.getLogger(__name__)
 
@@ -372,6 +376,16 @@ class SshRuntime:
             controller = str(transport.sock.getsockname()[0])  # type: ignore[union-attr]
         for c in clients:
             cluster.clients[c] = LocalRemote(c, controller)
+        allowed = [controller, *(r.address for r in self._remotes.values())]
+        for node, r in self._remotes.items():
+            # Recorded first: teardown must find a half-made guard.
+            self.ledger.record("remote-guard", guard_chain(self.run_id), node=node,
+                               host=self.ledger.hosts.get(node, "?"))
+            try:
+                add_guard(r, guard_chain(self.run_id), allowed)
+            except RemoteError as e:
+                raise ClusterError(f"ssh: {node}: cannot keep the services' ports to this "
+                                   f"test's addresses (iptables): {e}") from None
         log.info("ssh run %s: %d hosts connected in %.0f ms; clients on %s", self.run_id,
                  len(servers), 1000 * (time.monotonic() - t0), controller)
         return cluster
@@ -390,6 +404,9 @@ class SshRuntime:
                 for sig in (_signal.SIGCONT, _signal.SIGKILL):
                     for pid in pids:
                         remote.signal(pid, sig)
+                if any(r.get("kind") == "remote-guard" and r.get("node") == node
+                       for r in records):
+                    remove_guard(remote, guard_chain(self.run_id))
                 if any(r.get("kind") == "remote-chain" and r.get("node") == node
                        for r in records):
                     remote.run(["iptables", "-w", "-D", "INPUT", "-j", chain], check=False)
@@ -403,7 +420,8 @@ class SshRuntime:
         # What was handled above over a live connection is done; the rest (a node whose
         # connection never came up) is only reported by the ledger's undo.
         left = [r for r in records
-                if not (r.get("kind") == "remote-process" and r.get("node") in self._done)]
+                if not (r.get("kind") in ("remote-process", "remote-guard")
+                        and r.get("node") in self._done)]
         teardown_records(left, errors)
         if errors:
             raise TeardownError(errors)
@@ -454,6 +472,7 @@ def _left_on_host(rec: Mapping[str, Any]) -> str | None:
 
 
 register_undo("remote-process", _left_on_host)
+register_undo("remote-guard", _left_on_host)
 register_undo("ssh-node", lambda rec: None)
 register_undo("remote-chain", undo_host_chain)
 

@@ -379,3 +379,42 @@ def test_a_log_in_the_nodes_folder_is_downloaded_to_the_same_place(tmp_path: Pat
     d.mkdir(parents=True)
     assert log_destination(d, f"{d}/redis.log") == d / "redis.log"
     assert log_destination(d, f"{d}/data/server.log") == d / "data" / "server.log"
+
+
+@pytest.fixture
+def sshd3(tmp_path: Path) -> Iterator[SshdHosts]:
+    yield from sshd_hosts(tmp_path / "sshd", 3)
+
+
+def _ping_from_ns(ns: str, host: str, port: str) -> str:
+    p = subprocess.run(["ip", "netns", "exec", ns, "timeout", "3", "redis-cli", "-h", host,
+                        "-p", port, "ping"], capture_output=True, text=True)
+    return p.stdout.strip() or f"failed ({p.returncode})"
+
+
+def test_redis_on_a_host_answers_only_the_tests_addresses(sshd3: SshdHosts, run_id: str,
+                                                          tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    # Two of the three hosts are the test's; the third stands for anyone else on the network.
+    rt = SshRuntime(run_id, store, hosts=sshd3.addresses[:2], user="root", key=sshd3.key,
+                    known_hosts=sshd3.known_hosts)
+    service = RedisService(ledger=rt.ledger)
+    outsider = sshd3.names[2]
+    try:
+        cluster = rt.setup(["n1", "n2"], ["c1"])
+        service.setup({"n1": cluster.servers["n1"]}, store)
+        host, port = service.endpoints()[0].rsplit(":", 1)
+        r = redis.Redis(host=host, port=int(port), socket_timeout=2)  # the controller
+        assert r.ping()
+        r.close()
+        n2 = cluster.servers["n2"]
+        assert n2.run(["redis-cli", "-h", host, "-p", port, "ping"]).stdout.strip() == "PONG"
+        assert _ping_from_ns(outsider, host, port) != "PONG"
+        # ssh itself, and everything but the services' ports, is untouched
+        socket.create_connection((sshd3.addresses[0], 22), timeout=2).close()
+    finally:
+        service.teardown()
+        rt.teardown()
+    rules = subprocess.run(["ip", "netns", "exec", sshd3.names[0], "iptables", "-S"],
+                           capture_output=True, text=True).stdout
+    assert f"FCG-{run_id}" not in rules  # teardown removed the guard
