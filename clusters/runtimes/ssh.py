@@ -1,9 +1,11 @@
 """`SshRuntime`: server nodes on existing hosts over SSH (paramiko), Jepsen style; `SshRemote`.
 
-One host per server node, in the order given (`hosts`: "name-or-ip" or "host:port"). Clients
-run on the controller host, as in Jepsen: every client node is a `LocalRemote` with the address
-the hosts see the controller on (the local end of the SSH connection), so a partition cuts off
-all clients at once and `client-isolate` acts on this host's own iptables (chain FC-<run>).
+One host per server node, in the order given (`hosts`: "name-or-ip" or "host:port"). Clients,
+and the nodes named in `local_nodes` (the resource, a Python process of this project, so that
+hosts need no copy of it), run on the controller host, as in Jepsen: every such node is a
+`LocalRemote` with the address the hosts see the controller on (the local end of the SSH
+connection), so a partition cuts off all clients at once and `client-isolate` acts on this
+host's own iptables (chain FC-<run>).
 
 Safety: host keys are checked against `known_hosts` (the given file, else ~/.ssh/known_hosts);
 an unknown key is refused with a ClusterError naming the host and `--ssh-accept-unknown`, which
@@ -99,8 +101,12 @@ class SshLedger(Ledger):
     """The run's ledger, but processes are recorded as `remote-process` with their host."""
 
     hosts: dict[str, str]
+    local: frozenset[str] = frozenset()  # nodes on the controller: their pids are ours
 
     def record_process(self, node: str, name: str, pid: int) -> None:
+        if node in self.local:
+            super().record_process(node, name, pid)
+            return
         self.record("remote-process", name, node=node, host=self.hosts.get(node, "?"), pid=pid)
 
 
@@ -295,7 +301,8 @@ class SshRuntime:
 
     def __init__(self, run_id: str, run_dir: Path, *, hosts: Sequence[str], user: str | None = None,
                  key: Path | None = None, port: int = 22, sudo: bool = False,
-                 accept_unknown: bool = False, known_hosts: Path | None = None) -> None:
+                 accept_unknown: bool = False, known_hosts: Path | None = None,
+                 local_nodes: Sequence[str] = ()) -> None:
         self.run_id = check_run_id(run_id)
         self.run_dir = run_dir
         self.hosts = list(hosts)
@@ -307,6 +314,7 @@ class SshRuntime:
         self.known_hosts = known_hosts
         self.ledger = SshLedger(run_dir / "ledger.jsonl", run_id)
         self.ledger.hosts = {}
+        self.ledger.local = frozenset(local_nodes)
         self._remotes: dict[str, SshRemote] = {}
         self._done: set[str] = set()  # nodes whose processes and chain teardown removed
 
@@ -355,20 +363,22 @@ class SshRuntime:
             # Services name files by the store's path, which on a host is relative to the
             # login directory: it would not be the store.
             raise ClusterError(f"ssh: the store path must be absolute, not {self.run_dir}")
-        if len(self.hosts) < len(servers):
+        local = [n for n in servers if n in self.ledger.local]
+        remote = [n for n in servers if n not in self.ledger.local]
+        if len(self.hosts) < len(remote):
             raise ClusterError(
-                f"ssh: {len(servers)} server nodes ({', '.join(servers)}) need as many hosts; "
+                f"ssh: {len(remote)} server nodes ({', '.join(remote)}) need as many hosts; "
                 f"got {len(self.hosts)} (--hosts)"
             )
         t0 = time.monotonic()
         cluster = Cluster()
-        for node, spec in zip(servers, self.hosts, strict=False):
+        for node, spec in zip(remote, self.hosts, strict=False):
             self.ledger.hosts[node] = spec
             self.ledger.record("ssh-node", node, host=spec, user=self.user, port=self.port)
             r = self.connect(node, spec)
             self._remotes[node] = r
             cluster.servers[node] = r
-        first = self._remotes[servers[0]] if servers else None
+        first = self._remotes[remote[0]] if remote else None
         controller = "127.0.0.1"
         if first is not None:
             transport = first.client.get_transport()
@@ -376,6 +386,8 @@ class SshRuntime:
             controller = str(transport.sock.getsockname()[0])  # type: ignore[union-attr]
         for c in clients:
             cluster.clients[c] = LocalRemote(c, controller)
+        for n in local:  # the resource: the project runs here, hosts need no copy of it
+            cluster.servers[n] = LocalRemote(n, controller)
         allowed = [controller, *(r.address for r in self._remotes.values())]
         for node, r in self._remotes.items():
             # Recorded first: teardown must find a half-made guard.
