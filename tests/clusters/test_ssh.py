@@ -418,3 +418,24 @@ def test_redis_on_a_host_answers_only_the_tests_addresses(sshd3: SshdHosts, run_
     rules = subprocess.run(["ip", "netns", "exec", sshd3.names[0], "iptables", "-S"],
                            capture_output=True, text=True).stdout
     assert f"FCG-{run_id}" not in rules  # teardown removed the guard
+
+
+def test_the_resource_node_runs_on_the_controller(sshd2: SshdHosts, run_id: str,
+                                                  tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    # One host is enough for one server: the resource needs none (no copy of the project there).
+    rt = SshRuntime(run_id, store, hosts=sshd2.addresses[:1], user="root", key=sshd2.key,
+                    known_hosts=sshd2.known_hosts, local_nodes=("r1",))
+    try:
+        cluster = rt.setup(["n1", "r1"], ["c1"])
+        r1 = cluster.servers["r1"]
+        assert not isinstance(r1, SshRemote)
+        assert r1.address == cluster.clients["c1"].address == sshd2.host_address
+        d = r1.start_daemon("sleeper", ["sleep", "60"], log=store / "nodes" / "r1" / "s.log")
+        rt.ledger.record_process("r1", "sleeper", d.pid)
+        assert os.path.exists(f"/proc/{d.pid}")  # a process of this host
+        records = [r for r in rt.ledger.records() if r.get("name") == "sleeper"]
+        assert [r["kind"] for r in records] == ["process"]  # the local cleaner can kill it
+    finally:
+        rt.teardown()
+    assert not os.path.exists(f"/proc/{d.pid}") or _zombie(d.pid)
