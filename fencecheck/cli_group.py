@@ -32,6 +32,7 @@ LAZY: dict[str, str] = {
     "serve": "fencecheck.cmd_reports",
     "matrix": "fencecheck.cmd_matrix",
     "merge": "fencecheck.cmd_matrix",
+    "shrink": "fencecheck.cmd_shrink",
     "plugins": "fencecheck.cmd_plugins",
 }
 
