@@ -171,6 +171,7 @@ def _junit_of(path: Path) -> list[tuple[str | None, str | None, bool]]:
 
 
 @pytest.mark.netns
+@pytest.mark.timeout(600)  # 10 short runs in sequence: about 150 s here at load 12
 @pytest.mark.usefixtures("no_leftovers")
 def test_three_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
     path = tmp_path / "tiny.toml"
