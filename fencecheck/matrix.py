@@ -157,7 +157,7 @@ def _split_nemesis(value: Any) -> Any:
     return value
 
 
-def _build_row(index: int, raw: dict[str, Any], store: Path) -> Row:
+def _build_row(index: int, raw: dict[str, Any], store: Path, runnable: bool = True) -> Row:
     for key, why in RESERVED.items():
         if key in raw:
             raise ValueError(f"{key}: not allowed in a row ({why})")
@@ -180,7 +180,8 @@ def _build_row(index: int, raw: dict[str, Any], store: Path) -> Row:
     for seed in spec.seeds:
         try:
             cfg = RunConfig(**options, name=spec.name, seed=seed, store=store)
-            backends.check_compatible(cfg)
+            if runnable:
+                backends.check_compatible(cfg)
         except ValidationError as e:
             raise ValueError(_field_error(e)) from None
         except ConfigError as e:
@@ -191,8 +192,11 @@ def _build_row(index: int, raw: dict[str, Any], store: Path) -> Row:
     return Row(index, label, spec.expect, spec.seeds, tuple(configs), timeout)
 
 
-def load_matrix(path: Path, store: Path, only: Sequence[str] = ()) -> Matrix:
-    """Read and validate a matrix file; every error names the file, the row and the field."""
+def load_matrix(path: Path, store: Path, only: Sequence[str] = (),
+                runnable: bool = True) -> Matrix:
+    """Read and validate a matrix file; every error names the file, the row and the field.
+    runnable=False skips what only running needs (client programs built, backend and fault
+    support): a merge reads the rows on a machine that runs none of them."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -219,7 +223,7 @@ def load_matrix(path: Path, store: Path, only: Sequence[str] = ()) -> Matrix:
         merged = {**defaults, **raw}
         ref = _row_ref(i, raw)
         try:
-            row = _build_row(i, merged, store)
+            row = _build_row(i, merged, store, runnable)
         except ValueError as e:
             raise MatrixError(f"{path}: {ref}: {e}") from None
         if row.label in seen:

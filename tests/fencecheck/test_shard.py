@@ -18,7 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fencecheck.config import RunConfig
-from fencecheck.matrix import Matrix, MatrixError, MatrixOutcome, Row, RowResult, RunRecord
+from fencecheck.matrix import (
+    Matrix,
+    MatrixError,
+    MatrixOutcome,
+    Row,
+    RowResult,
+    RunRecord,
+    load_matrix,
+)
 from fencecheck.shard import (
     Shard,
     expected_s,
@@ -200,3 +208,17 @@ def test_three_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
                    str(tmp_path / "m2"))
     assert missing.returncode == 3
     assert "shard 1/3 missing" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_merge_reads_a_matrix_whose_clients_this_machine_cannot_run(tmp_path: Path) -> None:
+    # The merge job installs fencecheck only: no node, no JVM, no built client programs.
+    path = tmp_path / "m.toml"
+    path.write_text('[[row]]\nname = "own"\nbackend = "redis"\nclient_cmd = "/no/such/prog"\n'
+                    'expect = "must-pass"\n')
+    with pytest.raises(MatrixError, match="not found"):
+        load_matrix(path, tmp_path / "store")
+    matrix = load_matrix(path, tmp_path / "store", runnable=False)
+    outs = _shard_outputs(tmp_path, matrix, 2)
+    r = _cli("merge", str(path), *map(str, outs), "--out", str(tmp_path / "merged"))
+    assert r.returncode != 3, r.stderr  # the rows were read; the runs had no folders
+    assert [rr.row.label for rr in merge_results(matrix, outs)] == ["own"]
