@@ -68,3 +68,32 @@ def test_shrink_of_a_folder_that_is_no_run_is_exit_3(tmp_path: Path, missing: st
     r = subprocess.run(fencecheck_argv("shrink", str(tmp_path)), capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 3 and missing in r.stderr, r.stderr
+
+
+@pytest.mark.netns
+@pytest.mark.timeout(600)  # a recorded run and a few reruns of 10 s
+@pytest.mark.usefixtures("no_leftovers")
+def test_shrink_of_an_unfenced_pause_run_ends_with_fewer_faults_of_the_same_kind(
+        tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    r = subprocess.run(fencecheck_argv(
+        "run", "--backend", "redis", "--nemesis", "pause", "--fencing", "off", "--time-limit",
+        "10", "--lease-ms", "1000", "--concurrency", "4", "--seed", "3", "--interval", "0.5,1",
+        "--store", str(store)), capture_output=True, text=True, timeout=240)
+    assert r.returncode == 1, r.stdout + r.stderr
+    original = next(store.glob("*/2*"))
+    recorded = json.loads((original / "schedule.json").read_text())["steps"]
+    assert len(recorded) >= 2, recorded  # several pauses, each past the lease
+    out = tmp_path / "shrunk"
+    r = subprocess.run(fencecheck_argv("shrink", str(original), "--store", str(store), "--out",
+                                       str(out), "--tries", "2", "--budget", "400"),
+                       capture_output=True, text=True, timeout=560)
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = json.loads((out / "shrink.json").read_text())
+    shrunk = json.loads((out / "schedule.json").read_text())["steps"]
+    assert len(shrunk) == summary["shrunk_faults"] < len(recorded)
+    assert summary["confirming_run"], summary  # a real rerun of the shrunk schedule found it
+    confirm = json.loads((Path(summary["confirming_run"]) / "results.json").read_text())
+    kinds = {v["kind"] for c in confirm["checks"].values() for v in c["violations"]}
+    assert kinds & set(summary["kinds"])
+    assert (out / "test.json").is_file()  # a folder `fencecheck run --replay` takes
