@@ -2,12 +2,15 @@
 fresh grant so that it lands inside a critical section), fault targets, and the log of every
 nemesis op in the workers' event format.
 
-The schedule is also data: every run writes `schedule.json` (each step's gap before it, fault,
-hold, and target by role), and a run given such a file (`replay`) plays exactly those steps
-instead of drawing them. A target's role is "holder" when the step waited for a fresh grant and
-aimed at whoever got it: at replay the target is resolved again, as the holder then. Any other
-step's targets are "as named" (a node n2, a worker w3, a set of clients): the same names exist
-in every run of the same configuration, so they are replayed as recorded.
+The schedule is also data: every run writes `schedule.json` (each step's gap before it, whether
+it waited for a fresh grant, fault, hold, and target by role), and a run given such a file
+(`replay`) plays exactly those steps instead of drawing them. A target's role is "holder" when
+the step aimed at the worker that got the fresh grant it waited for (a pause of the holder, a
+partition around it): at replay the fault's targets are drawn again from the view of that
+moment, so they aim at the holder then. Any other step's targets are "as named" (nodes n1 and
+n3 killed, worker c3 paused): the same names exist in every run of the same configuration, so
+they are replayed as recorded. Choices a fault makes inside `start` (a partition's shape) come
+from the fault's own seeded rng, not from the schedule.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class Step:
     hold_s: float
     role: str
     value: Any = None
+    waited: bool = False  # started only once a fresh grant came (or 3 s passed)
 
 
 def write_steps(path: Path, steps: Sequence[Step]) -> None:
@@ -92,7 +96,8 @@ def load_steps(path: Path, faults: Sequence[str] | None = None) -> tuple[Step, .
         if data.get("format") != SCHEDULE_FORMAT:
             raise ValueError(f"not a schedule of format {SCHEDULE_FORMAT}")
         steps = tuple(Step(float(s["gap_s"]), str(s["fault"]), float(s["hold_s"]),
-                           str(s["role"]), s.get("value")) for s in data["steps"])
+                           str(s["role"]), s.get("value"), bool(s.get("waited", False)))
+                      for s in data["steps"])
     except OSError as e:
         raise ScheduleError(f"{path}: cannot read: {e.strerror or e}") from None
     except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -130,12 +135,11 @@ class _Schedule:
     def pick(self) -> str:
         return self.rng.choice(self.faults)
 
-    def role(self, fault: str) -> str:
-        return HOLDER if self.cfg.pause_target == "holder" and self.table[fault].waits_for_grant \
-            else AS_NAMED
+    def waits(self, fault: str) -> bool:
+        return self.cfg.pause_target == "holder" and self.table[fault].waits_for_grant
 
-    def value(self, step_value: Any) -> Any:
-        return step_value
+    def value(self, drawn: Any) -> Any:
+        return drawn
 
 
 class _Replayed:
@@ -156,12 +160,24 @@ class _Replayed:
     def hold(self, fault: str) -> float:
         return self.steps[self.i].hold_s
 
-    def role(self, fault: str) -> str:
-        return self.steps[self.i].role
+    def waits(self, fault: str) -> bool:
+        return self.steps[self.i].waited
 
     def value(self, drawn: Any) -> Any:
-        """As named: the recorded targets, not what the rng would draw now."""
-        return self.steps[self.i].value
+        """The holder's targets as drawn now; any others as recorded, by name."""
+        step = self.steps[self.i]
+        return drawn if step.role == HOLDER else step.value
+
+
+def _names(value: Any) -> set[str]:
+    """Every string in a JSON-like value (the nodes and workers a fault's targets name)."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_names(v) for v in value.values()))
+    if isinstance(value, list | tuple):
+        return set().union(*(_names(v) for v in value))
+    return set()
 
 
 def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
@@ -178,8 +194,8 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
     recorded: list[Step] = []
     gap_s = 0.0
 
-    def note(fault: str, hold: float, role: str, value: Any) -> None:
-        recorded.append(Step(round(gap_s, 3), fault, round(hold, 3), role, value))
+    def note(fault: str, hold: float, role: str, value: Any, waited: bool) -> None:
+        recorded.append(Step(round(gap_s, 3), fault, round(hold, 3), role, value, waited))
         if record is not None:
             write_steps(record, recorded)
 
@@ -203,24 +219,25 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
         fresh = tailer.poll()
         if active is None and pending is None and now >= next_fault:
             fault = schedule.pick()
-            if schedule.role(fault) == HOLDER:
+            if schedule.waits(fault):
                 pending = (fault, now + 3.0)
             else:
                 hold = schedule.hold(fault)
                 active = (fault, now + hold)
                 view = ScheduleView(names, servers, list(tailer.holding))
                 value = schedule.value(faults[fault].fault.targets(rng, view))
-                note(fault, hold, AS_NAMED, value)
+                note(fault, hold, AS_NAMED, value, False)
                 _start_fault(fault, value, faults, nemesis_log)
         if pending is not None and (fresh or now >= pending[1]):
             fault = pending[0]
             pending = None
             view = ScheduleView(names, servers, list(tailer.holding),
                                 fresh[-1].worker if fresh else None, waited=True)
-            value = faults[fault].fault.targets(rng, view)
+            value = schedule.value(faults[fault].fault.targets(rng, view))
             hold = schedule.hold(fault)
             active = (fault, now + hold)
-            note(fault, hold, HOLDER, value)
+            holder = view.fresh_holder is not None and view.fresh_holder in _names(value)
+            note(fault, hold, HOLDER if holder else AS_NAMED, value, True)
             _start_fault(fault, value, faults, nemesis_log)
         if active is not None and now >= active[1]:
             _stop_fault(active[0], faults, nemesis_log)

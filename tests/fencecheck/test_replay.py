@@ -23,10 +23,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_schedule_round_trips(tmp_path: Path) -> None:
-    steps = [Step(1.5, "pause", 2.25, HOLDER, {"targets": ["w2"]}),
+    steps = [Step(1.5, "pause", 2.25, HOLDER, {"targets": ["w2"]}, True),
+             Step(0.7, "kill", 3.0, "as named", {"nodes": ["n1", "n3"]}, True),
              Step(0.7, "partition", 3.0, "as named", {"holder": None, "clients": ["w1"]})]
     write_steps(tmp_path / "s.json", steps)
-    assert load_steps(tmp_path / "s.json", ["pause", "partition"]) == tuple(steps)
+    assert load_steps(tmp_path / "s.json", ["pause", "kill", "partition"]) == tuple(steps)
 
 
 @pytest.mark.parametrize(("text", "match"), [
@@ -52,9 +53,9 @@ def test_replay_of_a_folder_that_is_no_run_is_exit_3(tmp_path: Path) -> None:
     assert r.returncode == 3 and "no recorded schedule" in r.stderr, r.stderr
 
 
-def _steps(run_dir: Path) -> list[tuple[float, str, float, str]]:
+def _steps(run_dir: Path) -> list[tuple[float, str, float, bool]]:
     data = json.loads((run_dir / "schedule.json").read_text())
-    return [(s["gap_s"], s["fault"], s["hold_s"], s["role"]) for s in data["steps"]]
+    return [(s["gap_s"], s["fault"], s["hold_s"], s["waited"]) for s in data["steps"]]
 
 
 @pytest.mark.netns
@@ -67,7 +68,9 @@ def test_replay_of_an_unfenced_pause_run_finds_violations_again(tmp_path: Path) 
     assert r.returncode == 1, r.stdout + r.stderr  # the recorded run found violations
     original = next(store.glob("*/2*"))
     recorded = _steps(original)
-    assert recorded and all(f == "pause" and role == HOLDER for _, f, _, role in recorded)
+    assert recorded and all(f == "pause" and waited for _, f, _, waited in recorded)
+    roles = [s["role"] for s in json.loads((original / "schedule.json").read_text())["steps"]]
+    assert HOLDER in roles  # a pause of the worker that just got the lock
     found = 0
     for _ in range(2):  # a real system is not deterministic: a couple of tries
         r = _cli("run", "--replay", str(original), "--store", str(store))
