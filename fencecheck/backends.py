@@ -60,7 +60,8 @@ def make_runtime(cfg: RunConfig, run_id: str, run_dir: Any) -> Any:
     if cfg.runtime == "ssh":
         return cls(run_id, run_dir, hosts=list(cfg.hosts), user=cfg.ssh_user,
                    key=cfg.ssh_key, port=cfg.ssh_port, sudo=cfg.sudo,
-                   accept_unknown=cfg.ssh_accept_unknown, known_hosts=cfg.known_hosts)
+                   accept_unknown=cfg.ssh_accept_unknown, known_hosts=cfg.known_hosts,
+                   local_nodes=(RESOURCE_NODE,))  # the resource runs on the controller
     return cls(run_id, run_dir, cfg.subnet)
 
 

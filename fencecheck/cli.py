@@ -260,6 +260,7 @@ def run(
     ssh_accept_unknown: Annotated[bool, typer.Option(help="ssh runtime: accept unknown host keys (insecure)")] = False,
     known_hosts: Annotated[Path | None, typer.Option(help="ssh runtime: known_hosts file to verify against")] = None,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML file")] = None,
+    replay: Annotated[Path | None, typer.Option(help="rerun this run directory's configuration with exactly its fault schedule (other options but --store are ignored)")] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log to stderr")] = False,
 ) -> None:
     """Run one test end to end and check it."""
@@ -291,6 +292,10 @@ def run(
             ssh_user=ssh_user, ssh_key=ssh_key, ssh_port=ssh_port, sudo=sudo,
             ssh_accept_unknown=ssh_accept_unknown, known_hosts=known_hosts,
         )
+        if replay is not None:
+            from fencecheck.replay import replay_config
+
+            cfg = replay_config(replay, store)
         if cfg.ssh_accept_unknown:
             err.print("[bold yellow]warning:[/] --ssh-accept-unknown: host keys are NOT verified; "
                       "anyone on the path can impersonate the nodes")

@@ -35,6 +35,8 @@ LAZY: dict[str, str] = {
     "compare": "fencecheck.cmd_reports",
     "serve": "fencecheck.cmd_reports",
     "matrix": "fencecheck.cmd_matrix",
+    "merge": "fencecheck.cmd_matrix",
+    "shrink": "fencecheck.cmd_shrink",
     "plugins": "fencecheck.cmd_plugins",
 }
 

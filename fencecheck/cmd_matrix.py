@@ -1,6 +1,9 @@
 """The `matrix` command of the CLI: run a TOML matrix of tests with expected outcomes and print
 a summary table (see fencecheck/matrix.py for the file format and what is written).
 
+`--shard I/N` runs one machine's part of the matrix and writes its shard.json; `merge` puts the N
+shards' results together (exit 3 naming a missing shard).
+
 Exit codes: 0 every row met its expectation, 1 some row missed it, 3 a bad matrix file or
 option (one line naming the file, the row and the field, before anything runs) or a JUnit
 file that could not be written, 128+n when a signal stopped the matrix.
@@ -27,6 +30,7 @@ from fencecheck.matrix import (
     load_matrix,
     run_matrix,
 )
+from fencecheck.shard import parse_shard, select, write_manifest
 
 BAD_INPUT = 3
 out = Console(highlight=False)
@@ -89,6 +93,9 @@ def matrix(
                       "(default STORE/_matrix/<time>)")] = None,
     only: Annotated[list[str] | None, typer.Option(
         help="run only these rows (by name; repeat or comma-separate)")] = None,
+    shard: Annotated[str | None, typer.Option(
+        help="run only shard I/N (I in 0..N-1) of the rows x seeds, balanced by expected "
+             "time; merge the N shards with `fencecheck merge`")] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log to stderr")] = False,
 ) -> None:
     """Run a matrix of tests, each row expected to find violations or to pass."""
@@ -96,16 +103,48 @@ def matrix(
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         spec = load_matrix(file, store, only or ())
+        part = parse_shard(shard) if shard is not None else None
     except MatrixError as e:
         _fail(str(e))
+    if part is not None:
+        if only:
+            _fail("--shard and --only: shard the whole matrix (every shard must cut the same one)")
+        spec = select(spec, part)
     if os.geteuid() != 0:
         _fail("fencecheck matrix needs root (network namespaces, iptables); "
               "see `fencecheck doctor`")
     out_dir = out_dir or store / "_matrix" / time.strftime("%Y%m%dT%H%M%S")
     runs = sum(len(r.seeds) for r in spec.rows)
-    out.print(f"{file}: {len(spec.rows)} rows, {runs} runs; output in {out_dir}", soft_wrap=True)
+    which = f" (shard {part})" if part is not None else ""
+    out.print(f"{file}{which}: {len(spec.rows)} rows, {runs} runs; output in {out_dir}",
+              soft_wrap=True)
     try:
         outcome = run_matrix(spec, out_dir, junit, _notify)
+        if part is not None:
+            write_manifest(outcome, spec, part)
+    except OSError as e:
+        _fail(f"{e.filename or out_dir}: {e.strerror or e}")
+    _summary(outcome)
+    raise typer.Exit(outcome.exit_code)
+
+
+def merge(
+    file: Annotated[Path, typer.Argument(help="the matrix file the shards ran")],
+    paths: Annotated[list[Path], typer.Argument(
+        help="the shards' stores or output folders (each holds a shard.json)")],
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="where compare.html/.csv and matrix.json go")] = Path("merged"),
+    junit: Annotated[Path | None, typer.Option(help="write JUnit XML here, one case per run")]
+    = None,
+) -> None:
+    """Merge the shards of a matrix into its one comparison, JUnit file and exit code."""
+    from fencecheck.shard import merge as do_merge
+
+    try:
+        spec = load_matrix(file, Path("store"), runnable=False)
+        outcome = do_merge(spec, paths, out_dir, junit)
+    except MatrixError as e:
+        _fail(str(e))
     except OSError as e:
         _fail(f"{e.filename or out_dir}: {e.strerror or e}")
     _summary(outcome)
@@ -113,5 +152,6 @@ def matrix(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `matrix` to the CLI."""
+    """Add `matrix` and `merge` to the CLI."""
     app.command("matrix")(matrix)
+    app.command("merge")(merge)

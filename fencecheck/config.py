@@ -70,6 +70,7 @@ class RunConfig(BaseModel):
     nemesis_interval_s: tuple[float, float] = (1.0, 3.0)
     fault_duration_s: tuple[float, float] | None = None
     max_drift: float = Field(0.01, ge=0, lt=1)
+    replay: Path | None = None  # a recorded schedule.json: play its faults instead of drawing
 
     @field_validator("name")
     @classmethod

@@ -35,7 +35,7 @@ from fencecheck.plan import REAL_PARTS, Parts, RunPlan, make_plan
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.resources import ResourceStart
 from fencecheck.runstore import new_run_dir, versions, write_json
-from fencecheck.schedule import EventLog, ScheduledFault, run_schedule
+from fencecheck.schedule import EventLog, ScheduledFault, load_steps, run_schedule
 from fencecheck.signals import Interrupted, signals_raise
 from fencecheck.workers import (
     Worker,
@@ -195,8 +195,9 @@ def _drive(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str, t0_ns: int,
         for fault in faults.values():
             stack.callback(fault.heal)
             fault.bind(ctx)
+        replay = load_steps(cfg.replay, list(faults)) if cfg.replay is not None else None
         run_schedule(cfg, rng, workers, _scheduled(plan, faults), nemesis_log, progress,
-                     servers)
+                     servers, record=run_dir / "schedule.json", replay=replay)
 
         progress(Progress("healing"))
         for fault in faults.values():

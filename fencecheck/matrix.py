@@ -157,7 +157,7 @@ def _split_nemesis(value: Any) -> Any:
     return value
 
 
-def _build_row(index: int, raw: dict[str, Any], store: Path) -> Row:
+def _build_row(index: int, raw: dict[str, Any], store: Path, runnable: bool = True) -> Row:
     for key, why in RESERVED.items():
         if key in raw:
             raise ValueError(f"{key}: not allowed in a row ({why})")
@@ -180,7 +180,8 @@ def _build_row(index: int, raw: dict[str, Any], store: Path) -> Row:
     for seed in spec.seeds:
         try:
             cfg = RunConfig(**options, name=spec.name, seed=seed, store=store)
-            backends.check_compatible(cfg)
+            if runnable:
+                backends.check_compatible(cfg)
         except ValidationError as e:
             raise ValueError(_field_error(e)) from None
         except ConfigError as e:
@@ -191,8 +192,11 @@ def _build_row(index: int, raw: dict[str, Any], store: Path) -> Row:
     return Row(index, label, spec.expect, spec.seeds, tuple(configs), timeout)
 
 
-def load_matrix(path: Path, store: Path, only: Sequence[str] = ()) -> Matrix:
-    """Read and validate a matrix file; every error names the file, the row and the field."""
+def load_matrix(path: Path, store: Path, only: Sequence[str] = (),
+                runnable: bool = True) -> Matrix:
+    """Read and validate a matrix file; every error names the file, the row and the field.
+    runnable=False skips what only running needs (client programs built, backend and fault
+    support): a merge reads the rows on a machine that runs none of them."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -219,7 +223,7 @@ def load_matrix(path: Path, store: Path, only: Sequence[str] = ()) -> Matrix:
         merged = {**defaults, **raw}
         ref = _row_ref(i, raw)
         try:
-            row = _build_row(i, merged, store)
+            row = _build_row(i, merged, store, runnable)
         except ValueError as e:
             raise MatrixError(f"{path}: {ref}: {e}") from None
         if row.label in seen:
@@ -369,7 +373,7 @@ def run_matrix(matrix: Matrix, out_dir: Path, junit: Path | None = None,
                 runs.append(rec)
                 notify(row, seed, rec)
             results.append(RowResult(row, tuple(runs)))
-    compare_html, report_error = _write_compare(results, out_dir)
+    compare_html, report_error = write_compare(results, out_dir)
     junit_error = None
     if junit is not None:
         try:
@@ -380,13 +384,13 @@ def run_matrix(matrix: Matrix, out_dir: Path, junit: Path | None = None,
     outcome = MatrixOutcome(tuple(results), out_dir, compare_html,
                             None if junit_error else junit, report_error, sig.received,
                             junit_error)
-    _write_json(outcome, out_dir / "matrix.json")
+    write_matrix_json(outcome, out_dir / "matrix.json")
     return outcome
 
 
 # ---- output -----------------------------------------------------------------------------------
 
-def _write_compare(results: Sequence[RowResult], out_dir: Path) -> tuple[Path | None, str | None]:
+def write_compare(results: Sequence[RowResult], out_dir: Path) -> tuple[Path | None, str | None]:
     """reports.compare over this matrix's runs, each configuration judged by its row's
     expectation, with the rows themselves first."""
     from fencecheck.reports.compare import ExpectedRow, compare
@@ -441,7 +445,7 @@ def write_junit(results: Sequence[RowResult], path: Path, suite: str) -> None:
     write_cases(junit_cases(results), path, suite)
 
 
-def _write_json(outcome: MatrixOutcome, path: Path) -> None:
+def write_matrix_json(outcome: MatrixOutcome, path: Path) -> None:
     data = {
         "exit_code": outcome.exit_code,
         "compare": str(outcome.compare_html) if outcome.compare_html else None,

@@ -1,6 +1,17 @@
 """The nemesis schedule of a run: seeded gaps and holds, holder-aware timing (a fault waits for a
 fresh grant so that it lands inside a critical section), fault targets, and the log of every
-nemesis op in the workers' event format."""
+nemesis op in the workers' event format.
+
+The schedule is also data: every run writes `schedule.json` (each step's gap before it, whether
+it waited for a fresh grant, fault, hold, and target by role), and a run given such a file
+(`replay`) plays exactly those steps instead of drawing them. A target's role is "holder" when
+the step aimed at the worker that got the fresh grant it waited for (a pause of the holder, a
+partition around it): at replay the fault's targets are drawn again from the view of that
+moment, so they aim at the holder then. Any other step's targets are "as named" (nodes n1 and
+n3 killed, worker c3 paused): the same names exist in every run of the same configuration, so
+they are replayed as recorded. Choices a fault makes inside `start` (a partition's shape) come
+from the fault's own seeded rng, not from the schedule.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +19,12 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from fencecheck.config import RunConfig
+from fencecheck.config import ConfigError, RunConfig
 from fencecheck.faults.base import Fault, ScheduleView
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.signals import Interrupted
@@ -48,6 +59,58 @@ class ScheduledFault:
     waits_for_grant: bool = True
 
 
+SCHEDULE_FORMAT = 1
+HOLDER = "holder"  # the worker that got the fresh grant the step waited for
+AS_NAMED = "as named"  # the recorded targets, by node or worker name
+
+
+class ScheduleError(ConfigError):
+    """A recorded schedule that cannot be replayed (one line; the CLI exits 3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One fault of a schedule: `gap_s` after the previous fault stopped (or the run started),
+    `fault` starts, on targets by `role` (`value`: what they were when recorded), for `hold_s`."""
+
+    gap_s: float
+    fault: str
+    hold_s: float
+    role: str
+    value: Any = None
+    waited: bool = False  # started only once a fresh grant came (or 3 s passed)
+
+
+def write_steps(path: Path, steps: Sequence[Step]) -> None:
+    data = {"format": SCHEDULE_FORMAT, "steps": [asdict(s) for s in steps]}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.replace(path)  # a run killed mid-write leaves the previous complete schedule
+
+
+def load_steps(path: Path, faults: Sequence[str] | None = None) -> tuple[Step, ...]:
+    """A recorded schedule; `faults`, if given, the faults this run has (a step of another is
+    refused: the configuration differs)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != SCHEDULE_FORMAT:
+            raise ValueError(f"not a schedule of format {SCHEDULE_FORMAT}")
+        steps = tuple(Step(float(s["gap_s"]), str(s["fault"]), float(s["hold_s"]),
+                           str(s["role"]), s.get("value"), bool(s.get("waited", False)))
+                      for s in data["steps"])
+    except OSError as e:
+        raise ScheduleError(f"{path}: cannot read: {e.strerror or e}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ScheduleError(f"{path}: not a fault schedule: {e}") from None
+    for i, st in enumerate(steps, start=1):
+        if faults is not None and st.fault not in faults:
+            raise ScheduleError(f"{path}: step {i}: fault {st.fault!r} is not one of this "
+                                f"run's ({', '.join(faults) or 'none'})")
+        if st.role not in (HOLDER, AS_NAMED) or st.gap_s < 0 or st.hold_s < 0:
+            raise ScheduleError(f"{path}: step {i}: bad role or negative time")
+    return steps
+
+
 class _Schedule:
     """The seeded fault schedule: wait, start one fault, hold it, stop it, repeat."""
 
@@ -72,18 +135,77 @@ class _Schedule:
     def pick(self) -> str:
         return self.rng.choice(self.faults)
 
+    def waits(self, fault: str) -> bool:
+        return self.cfg.pause_target == "holder" and self.table[fault].waits_for_grant
+
+    def value(self, drawn: Any) -> Any:
+        return drawn
+
+
+class _Replayed:
+    """A recorded schedule, step by step; no more faults once the steps run out."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        self.steps = list(steps)
+        self.faults = [s.fault for s in self.steps]  # non-empty while steps remain
+        self.i = -1
+
+    def gap(self) -> float:
+        return self.steps[self.i + 1].gap_s if self.i + 1 < len(self.steps) else float("inf")
+
+    def pick(self) -> str:
+        self.i += 1
+        return self.steps[self.i].fault
+
+    def hold(self, fault: str) -> float:
+        return self.steps[self.i].hold_s
+
+    def waits(self, fault: str) -> bool:
+        return self.steps[self.i].waited
+
+    def value(self, drawn: Any) -> Any:
+        """The holder's targets as drawn now; any others as recorded, by name."""
+        step = self.steps[self.i]
+        return drawn if step.role == HOLDER else step.value
+
+
+def _names(value: Any) -> set[str]:
+    """Every string in a JSON-like value (the nodes and workers a fault's targets name)."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_names(v) for v in value.values()))
+    if isinstance(value, list | tuple):
+        return set().union(*(_names(v) for v in value))
+    return set()
+
 
 def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
                  faults: dict[str, ScheduledFault], nemesis_log: EventLog, progress: ProgressFn,
-                 servers: list[str]) -> None:
+                 servers: list[str], record: Path | None = None,
+                 replay: Sequence[Step] | None = None) -> None:
+    """Drive the faults until the time limit; `record`: write the schedule there as it goes;
+    `replay`: play these steps instead of drawing them."""
     tailer = LogTailer()
     for w in workers:
         tailer.follow(w.name, w.events)
-    schedule = _Schedule(cfg, rng, faults)
+    schedule: _Schedule | _Replayed = (_Replayed(replay) if replay is not None
+                                       else _Schedule(cfg, rng, faults))
+    recorded: list[Step] = []
+    gap_s = 0.0
+
+    def note(fault: str, hold: float, role: str, value: Any, waited: bool) -> None:
+        recorded.append(Step(round(gap_s, 3), fault, round(hold, 3), role, value, waited))
+        if record is not None:
+            write_steps(record, recorded)
+
+    if record is not None:
+        write_steps(record, recorded)
     names = [w.name for w in workers]
     start = time.monotonic()
     deadline = start + cfg.time_limit_s
-    next_fault = start + schedule.gap() if schedule.faults else float("inf")
+    gap_s = schedule.gap() if schedule.faults else float("inf")
+    next_fault = start + gap_s
     active: tuple[str, float] | None = None  # (fault, stop at)
     # Holder-aware timing: a fault waits (up to 3 s) for a fresh grant, so that it lands inside
     # a critical section; a pause then freezes exactly that holder.
@@ -97,24 +219,31 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
         fresh = tailer.poll()
         if active is None and pending is None and now >= next_fault:
             fault = schedule.pick()
-            if cfg.pause_target == "holder" and faults[fault].waits_for_grant:
+            if schedule.waits(fault):
                 pending = (fault, now + 3.0)
             else:
-                active = (fault, now + schedule.hold(fault))
+                hold = schedule.hold(fault)
+                active = (fault, now + hold)
                 view = ScheduleView(names, servers, list(tailer.holding))
-                _start_fault(fault, faults[fault].fault.targets(rng, view), faults, nemesis_log)
+                value = schedule.value(faults[fault].fault.targets(rng, view))
+                note(fault, hold, AS_NAMED, value, False)
+                _start_fault(fault, value, faults, nemesis_log)
         if pending is not None and (fresh or now >= pending[1]):
             fault = pending[0]
             pending = None
             view = ScheduleView(names, servers, list(tailer.holding),
                                 fresh[-1].worker if fresh else None, waited=True)
-            value = faults[fault].fault.targets(rng, view)
-            active = (fault, now + schedule.hold(fault))
+            value = schedule.value(faults[fault].fault.targets(rng, view))
+            hold = schedule.hold(fault)
+            active = (fault, now + hold)
+            holder = view.fresh_holder is not None and view.fresh_holder in _names(value)
+            note(fault, hold, HOLDER if holder else AS_NAMED, value, True)
             _start_fault(fault, value, faults, nemesis_log)
         if active is not None and now >= active[1]:
             _stop_fault(active[0], faults, nemesis_log)
             active = None
-            next_fault = now + schedule.gap()
+            gap_s = schedule.gap()
+            next_fault = now + gap_s
         if now - last_progress >= 0.25:
             last_progress = now
             done = tailer.completed

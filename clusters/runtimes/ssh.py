@@ -1,9 +1,11 @@
 """`SshRuntime`: server nodes on existing hosts over SSH (paramiko), Jepsen style; `SshRemote`.
 
-One host per server node, in the order given (`hosts`: "name-or-ip" or "host:port"). Clients
-run on the controller host, as in Jepsen: every client node is a `LocalRemote` with the address
-the hosts see the controller on (the local end of the SSH connection), so a partition cuts off
-all clients at once and `client-isolate` acts on this host's own iptables (chain FC-<run>).
+One host per server node, in the order given (`hosts`: "name-or-ip" or "host:port"). Clients,
+and the nodes named in `local_nodes` (the resource, a Python process of this project, so that
+hosts need no copy of it), run on the controller host, as in Jepsen: every such node is a
+`LocalRemote` with the address the hosts see the controller on (the local end of the SSH
+connection), so a partition cuts off all clients at once and `client-isolate` acts on this
+host's own iptables (chain FC-<run>).
 
 Safety: host keys are checked against `known_hosts` (the given file, else ~/.ssh/known_hosts);
 an unknown key is refused with a ClusterError naming the host and `--ssh-accept-unknown`, which
@@ -14,7 +16,12 @@ Files: services write under the run's store path; on a host that is the same pat
 `mkdir -p`. `put_file`/`get_file` go through SFTP (through `sudo -n cat` when `sudo`, since SFTP
 cannot write root's files); both read the whole source before writing, so a host that shares
 this host's file system (the tests' sshd namespaces) cannot truncate its own source. At
-teardown every `*.log` under `<run dir>/nodes/<node>/` on the host is downloaded into the store.
+teardown every `*.log` under `<run dir>/nodes/<node>/` on the host is downloaded into the store,
+only into that node's own folder (`log_destination`: a printed path such as `…/nodes/n1/../../x`
+is refused and logged).
+
+Guard: the lock services' ports on each host answer only the test's addresses (the hosts and
+the controller) and loopback (`ssh_guard.py`: a chain FCG-<run>, recorded as `remote-guard`).
 
 The ledger records server processes as `remote-process` (their pids are the host's, not ours:
 the local cleaner must never kill by them) and hosts as `ssh-node`; `teardown` kills the
@@ -50,6 +57,7 @@ from fencecheck.clusters.faults.partition import chain_name
 from fencecheck.clusters.runtimes.docker import undo_host_chain
 from fencecheck.clusters.runtimes.local import LocalRemote
 from fencecheck.clusters.runtimes.netns import NODE_RE
+from fencecheck.clusters.runtimes.ssh_guard import add_guard, guard_chain, remove_guard
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +101,12 @@ class SshLedger(Ledger):
     """The run's ledger, but processes are recorded as `remote-process` with their host."""
 
     hosts: dict[str, str]
+    local: frozenset[str] = frozenset()  # nodes on the controller: their pids are ours
 
     def record_process(self, node: str, name: str, pid: int) -> None:
+        if node in self.local:
+            super().record_process(node, name, pid)
+            return
         self.record("remote-process", name, node=node, host=self.hosts.get(node, "?"), pid=pid)
 
 
@@ -289,7 +301,8 @@ class SshRuntime:
 
     def __init__(self, run_id: str, run_dir: Path, *, hosts: Sequence[str], user: str | None = None,
                  key: Path | None = None, port: int = 22, sudo: bool = False,
-                 accept_unknown: bool = False, known_hosts: Path | None = None) -> None:
+                 accept_unknown: bool = False, known_hosts: Path | None = None,
+                 local_nodes: Sequence[str] = ()) -> None:
         self.run_id = check_run_id(run_id)
         self.run_dir = run_dir
         self.hosts = list(hosts)
@@ -301,6 +314,7 @@ class SshRuntime:
         self.known_hosts = known_hosts
         self.ledger = SshLedger(run_dir / "ledger.jsonl", run_id)
         self.ledger.hosts = {}
+        self.ledger.local = frozenset(local_nodes)
         self._remotes: dict[str, SshRemote] = {}
         self._done: set[str] = set()  # nodes whose processes and chain teardown removed
 
@@ -349,20 +363,22 @@ class SshRuntime:
             # Services name files by the store's path, which on a host is relative to the
             # login directory: it would not be the store.
             raise ClusterError(f"ssh: the store path must be absolute, not {self.run_dir}")
-        if len(self.hosts) < len(servers):
+        local = [n for n in servers if n in self.ledger.local]
+        remote = [n for n in servers if n not in self.ledger.local]
+        if len(self.hosts) < len(remote):
             raise ClusterError(
-                f"ssh: {len(servers)} server nodes ({', '.join(servers)}) need as many hosts; "
+                f"ssh: {len(remote)} server nodes ({', '.join(remote)}) need as many hosts; "
                 f"got {len(self.hosts)} (--hosts)"
             )
         t0 = time.monotonic()
         cluster = Cluster()
-        for node, spec in zip(servers, self.hosts, strict=False):
+        for node, spec in zip(remote, self.hosts, strict=False):
             self.ledger.hosts[node] = spec
             self.ledger.record("ssh-node", node, host=spec, user=self.user, port=self.port)
             r = self.connect(node, spec)
             self._remotes[node] = r
             cluster.servers[node] = r
-        first = self._remotes[servers[0]] if servers else None
+        first = self._remotes[remote[0]] if remote else None
         controller = "127.0.0.1"
         if first is not None:
             transport = first.client.get_transport()
@@ -370,6 +386,18 @@ class SshRuntime:
             controller = str(transport.sock.getsockname()[0])  # type: ignore[union-attr]
         for c in clients:
             cluster.clients[c] = LocalRemote(c, controller)
+        for n in local:  # the resource: the project runs here, hosts need no copy of it
+            cluster.servers[n] = LocalRemote(n, controller)
+        allowed = [controller, *(r.address for r in self._remotes.values())]
+        for node, r in self._remotes.items():
+            # Recorded first: teardown must find a half-made guard.
+            self.ledger.record("remote-guard", guard_chain(self.run_id), node=node,
+                               host=self.ledger.hosts.get(node, "?"))
+            try:
+                add_guard(r, guard_chain(self.run_id), allowed)
+            except RemoteError as e:
+                raise ClusterError(f"ssh: {node}: cannot keep the services' ports to this "
+                                   f"test's addresses (iptables): {e}") from None
         log.info("ssh run %s: %d hosts connected in %.0f ms; clients on %s", self.run_id,
                  len(servers), 1000 * (time.monotonic() - t0), controller)
         return cluster
@@ -388,6 +416,9 @@ class SshRuntime:
                 for sig in (_signal.SIGCONT, _signal.SIGKILL):
                     for pid in pids:
                         remote.signal(pid, sig)
+                if any(r.get("kind") == "remote-guard" and r.get("node") == node
+                       for r in records):
+                    remove_guard(remote, guard_chain(self.run_id))
                 if any(r.get("kind") == "remote-chain" and r.get("node") == node
                        for r in records):
                     remote.run(["iptables", "-w", "-D", "INPUT", "-j", chain], check=False)
@@ -401,7 +432,8 @@ class SshRuntime:
         # What was handled above over a live connection is done; the rest (a node whose
         # connection never came up) is only reported by the ledger's undo.
         left = [r for r in records
-                if not (r.get("kind") == "remote-process" and r.get("node") in self._done)]
+                if not (r.get("kind") in ("remote-process", "remote-guard")
+                        and r.get("node") in self._done)]
         teardown_records(left, errors)
         if errors:
             raise TeardownError(errors)
@@ -412,8 +444,36 @@ class SshRuntime:
         res = remote.run(["find", str(d), "-maxdepth", "2", "-name", "*.log", "-type", "f"],
                          check=False)
         for line in res.stdout.splitlines():
-            if line.startswith(str(d) + "/"):
-                remote.get_file(line, Path(line))
+            local = log_destination(d, line)
+            if local is None:
+                log.warning("ssh: %s printed a log path outside its folder %s: %r not "
+                            "downloaded", node, d, line)
+                continue
+            local.parent.mkdir(parents=True, exist_ok=True)
+            remote.get_file(line, local)
+
+
+def log_destination(node_dir: Path, printed: str) -> Path | None:
+    """Where a log path a host printed may be downloaded to: the same path, only if it is a
+    `*.log` file inside the node's own folder (at most two levels down, as asked of `find`),
+    with no `..`, `.` or empty component, and no local symlink on the way out of it. Anything
+    else is None: a host (or a file name with a newline) must not make the controller write
+    outside the node's folder."""
+    if not printed.startswith(str(node_dir) + "/") or "\x00" in printed:
+        return None
+    rel = printed[len(str(node_dir)) + 1:]
+    parts = rel.split("/")
+    if not 1 <= len(parts) <= 2 or any(p in ("", ".", "..") for p in parts):
+        return None
+    if not parts[-1].endswith(".log"):
+        return None
+    local = node_dir / Path(*parts)
+    # A symlink already in the store (nodes/n1/x -> /etc) would redirect the write.
+    if local.parent.exists() and not local.parent.resolve().is_relative_to(node_dir.resolve()):
+        return None
+    if local.is_symlink():
+        return None
+    return local
 
 
 def _left_on_host(rec: Mapping[str, Any]) -> str | None:
@@ -424,6 +484,7 @@ def _left_on_host(rec: Mapping[str, Any]) -> str | None:
 
 
 register_undo("remote-process", _left_on_host)
+register_undo("remote-guard", _left_on_host)
 register_undo("ssh-node", lambda rec: None)
 register_undo("remote-chain", undo_host_chain)
 

@@ -76,7 +76,9 @@ class Fault(Protocol):
         ...
 
     def targets(self, rng: random.Random, view: ScheduleView) -> Any:
-        """The value of the next start (JSON-able: the history records it). Draws only from rng."""
+        """The value of the next start (JSON-able: the history and schedule.json record it).
+        Draws only from rng. It names its targets: a replay passes a recorded value to `start`
+        as it is, except when it named the fresh holder (then `targets` is asked again)."""
         ...
 
     def start(self, value: Any) -> Any:

@@ -20,7 +20,13 @@ import redis
 
 from fencecheck.clusters.base import ClusterError
 from fencecheck.clusters.cleaner import NETNS_DIR, delete_netns, kill_pids
-from fencecheck.clusters.runtimes.ssh import SshRemote, SshRuntime, packages_for, wanted_paths
+from fencecheck.clusters.runtimes.ssh import (
+    SshRemote,
+    SshRuntime,
+    log_destination,
+    packages_for,
+    wanted_paths,
+)
 from fencecheck.clusters.services.redis import RedisService
 
 pytestmark = pytest.mark.ssh
@@ -338,3 +344,98 @@ def test_sudo_prefixes_every_command_and_moves_files_through_it(sshd2: SshdHosts
     finally:
         rt.teardown()
     assert _zombie(d.pid) or not os.path.exists(f"/proc/{d.pid}")
+
+
+@pytest.mark.parametrize("printed", [
+    "{d}/../../x.log",  # the issue's example: out of the store
+    "{d}/../n2/redis.log",  # another node's folder
+    "{d}/a/../../../etc/cron.d/x.log",
+    "{d}/./redis.log",
+    "{d}//redis.log",
+    "{d}/a/b/c.log",  # deeper than find was asked to look
+    "{d}/redis.conf",  # not a log
+    "{d}-evil/redis.log",  # a sibling whose name starts like the node's
+    "/etc/passwd",
+    "{d}",
+])
+def test_a_log_path_outside_the_nodes_folder_is_refused(tmp_path: Path, printed: str) -> None:
+    d = tmp_path / "run" / "nodes" / "n1"
+    d.mkdir(parents=True)
+    assert log_destination(d, printed.format(d=d)) is None
+
+
+def test_a_log_path_through_a_symlink_out_of_the_folder_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "run" / "nodes" / "n1"
+    d.mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (d / "sub").symlink_to(tmp_path / "outside")
+    assert log_destination(d, f"{d}/sub/redis.log") is None
+    (d / "linked.log").symlink_to(tmp_path / "outside" / "x.log")
+    assert log_destination(d, f"{d}/linked.log") is None
+
+
+def test_a_log_in_the_nodes_folder_is_downloaded_to_the_same_place(tmp_path: Path) -> None:
+    d = tmp_path / "run" / "nodes" / "n1"
+    d.mkdir(parents=True)
+    assert log_destination(d, f"{d}/redis.log") == d / "redis.log"
+    assert log_destination(d, f"{d}/data/server.log") == d / "data" / "server.log"
+
+
+@pytest.fixture
+def sshd3(tmp_path: Path) -> Iterator[SshdHosts]:
+    yield from sshd_hosts(tmp_path / "sshd", 3)
+
+
+def _ping_from_ns(ns: str, host: str, port: str) -> str:
+    p = subprocess.run(["ip", "netns", "exec", ns, "timeout", "3", "redis-cli", "-h", host,
+                        "-p", port, "ping"], capture_output=True, text=True)
+    return p.stdout.strip() or f"failed ({p.returncode})"
+
+
+def test_redis_on_a_host_answers_only_the_tests_addresses(sshd3: SshdHosts, run_id: str,
+                                                          tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    # Two of the three hosts are the test's; the third stands for anyone else on the network.
+    rt = SshRuntime(run_id, store, hosts=sshd3.addresses[:2], user="root", key=sshd3.key,
+                    known_hosts=sshd3.known_hosts)
+    service = RedisService(ledger=rt.ledger)
+    outsider = sshd3.names[2]
+    try:
+        cluster = rt.setup(["n1", "n2"], ["c1"])
+        service.setup({"n1": cluster.servers["n1"]}, store)
+        host, port = service.endpoints()[0].rsplit(":", 1)
+        r = redis.Redis(host=host, port=int(port), socket_timeout=2)  # the controller
+        assert r.ping()
+        r.close()
+        n2 = cluster.servers["n2"]
+        assert n2.run(["redis-cli", "-h", host, "-p", port, "ping"]).stdout.strip() == "PONG"
+        assert _ping_from_ns(outsider, host, port) != "PONG"
+        # ssh itself, and everything but the services' ports, is untouched
+        socket.create_connection((sshd3.addresses[0], 22), timeout=2).close()
+    finally:
+        service.teardown()
+        rt.teardown()
+    rules = subprocess.run(["ip", "netns", "exec", sshd3.names[0], "iptables", "-S"],
+                           capture_output=True, text=True).stdout
+    assert f"FCG-{run_id}" not in rules  # teardown removed the guard
+
+
+def test_the_resource_node_runs_on_the_controller(sshd2: SshdHosts, run_id: str,
+                                                  tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    # One host is enough for one server: the resource needs none (no copy of the project there).
+    rt = SshRuntime(run_id, store, hosts=sshd2.addresses[:1], user="root", key=sshd2.key,
+                    known_hosts=sshd2.known_hosts, local_nodes=("r1",))
+    try:
+        cluster = rt.setup(["n1", "r1"], ["c1"])
+        r1 = cluster.servers["r1"]
+        assert not isinstance(r1, SshRemote)
+        assert r1.address == cluster.clients["c1"].address == sshd2.host_address
+        d = r1.start_daemon("sleeper", ["sleep", "60"], log=store / "nodes" / "r1" / "s.log")
+        rt.ledger.record_process("r1", "sleeper", d.pid)
+        assert os.path.exists(f"/proc/{d.pid}")  # a process of this host
+        records = [r for r in rt.ledger.records() if r.get("name") == "sleeper"]
+        assert [r["kind"] for r in records] == ["process"]  # the local cleaner can kill it
+    finally:
+        rt.teardown()
+    assert not os.path.exists(f"/proc/{d.pid}") or _zombie(d.pid)

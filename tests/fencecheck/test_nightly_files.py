@@ -1,0 +1,125 @@
+"""The shipped ways to run the nightly matrix sharded (examples/github-actions-nightly.yml,
+examples/k8s/): the files parse, their shard expressions cover 0..N-1 exactly once and agree with
+the job's own fan-out, and every fencecheck command in them is one the CLI accepts (parsed by the
+CLI's own click parser, without running it)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+import typer
+import yaml
+
+from fencecheck.cli import app
+from tests.conftest import REPO
+
+EXAMPLES = REPO / "examples"
+
+
+def _commands(script: str) -> Iterator[list[str]]:
+    """The argument lists after `fencecheck` in a shell script (one command a line)."""
+    for line in script.splitlines():
+        words = shlex.split(line, comments=True)
+        for i, w in enumerate(words):
+            if w == "fencecheck" or w.endswith("/fencecheck"):
+                args = words[i + 1:]
+                cut = next((k for k, a in enumerate(args) if a in ("||", "&&", ";")), len(args))
+                yield args[:cut]
+                break
+
+
+def _accepted(args: list[str]) -> click.Context:
+    """Parse `fencecheck ARGS` with the CLI's own parser; a bad option raises."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, click.Group)
+    ctx = click.Context(group, info_name="fencecheck")
+    cmd = group.get_command(ctx, args[0])  # the group has no options of its own before it
+    assert cmd is not None, f"no command {args[0]!r}"
+    return cmd.make_context(args[0], list(args[1:]), parent=ctx)
+
+
+def _shards(commands: list[list[str]]) -> list[str]:
+    return [a[a.index("--shard") + 1] for a in commands if "--shard" in a]
+
+
+def _covers(shards: list[str], count: int) -> None:
+    pairs = [tuple(int(x) for x in s.split("/")) for s in shards]
+    assert sorted(i for i, _ in pairs) == list(range(count)), shards
+    assert {n for _, n in pairs} == {count}, shards
+
+
+def test_github_actions_shards_cover_the_matrix_and_merge() -> None:
+    wf = yaml.safe_load((EXAMPLES / "github-actions-nightly.yml").read_text())
+    shard_job, merge_job = wf["jobs"]["shard"], wf["jobs"]["merge"]
+    values = shard_job["strategy"]["matrix"]["shard"]
+    scripts = [s["run"] for s in shard_job["steps"] if "run" in s]
+    commands = []
+    for v in values:  # the workflow as each runner sees it
+        for script in scripts:
+            commands += list(_commands(script.replace("${{ matrix.shard }}", str(v))))
+    shards = _shards(commands)
+    assert shards and len(shards) == len(values)
+    _covers(shards, len(values))
+    merge_cmds = [c for s in merge_job["steps"] if "run" in s for c in _commands(s["run"])]
+    assert [c[0] for c in merge_cmds] == ["merge"]
+    assert merge_job["needs"] == "shard" and merge_job["if"] == "always()"
+    uploads = [s for s in shard_job["steps"] if str(s.get("uses", "")).startswith(
+        "actions/upload-artifact")]
+    download = next(s for s in merge_job["steps"] if str(s.get("uses", "")).startswith(
+        "actions/download-artifact"))
+    assert uploads and download["with"]["pattern"] == "fencecheck-shard-*"
+    assert uploads[0]["with"]["name"].startswith("fencecheck-shard-")
+    for c in [*commands, *merge_cmds]:
+        _accepted(c)
+    # the shards and the merge read the same matrix file
+    assert {c[1] for c in commands if c[0] == "matrix"} == {merge_cmds[0][1]}
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def test_kubernetes_indexed_job_covers_the_matrix_and_merges() -> None:
+    docs = _docs(EXAMPLES / "k8s" / "nightly-job.yaml")
+    job = next(d for d in docs if d["kind"] == "Job")
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed"
+    count = spec["completions"]
+    assert spec["parallelism"] == count
+    container = spec["template"]["spec"]["containers"][0]
+    assert container["securityContext"]["privileged"] is True
+    script = "\n".join(container["args"])
+    commands = []
+    for index in range(count):  # Kubernetes sets JOB_COMPLETION_INDEX to 0..completions-1
+        commands += list(_commands(re.sub(r"\$\{?JOB_COMPLETION_INDEX\}?", str(index), script)))
+    shards = _shards(commands)
+    _covers(shards, count)
+    for c in commands:
+        _accepted(c)
+    claim = spec["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
+    assert any(d["kind"] == "PersistentVolumeClaim" and d["metadata"]["name"] == claim
+               for d in docs)
+
+    merge = _docs(EXAMPLES / "k8s" / "merge-job.yaml")[0]
+    mspec = merge["spec"]["template"]["spec"]
+    argv = mspec["containers"][0]["command"]
+    assert argv[:2] == ["fencecheck", "merge"]
+    ctx = _accepted(argv[1:])
+    assert Path(ctx.params["file"]) == Path(commands[0][1])  # the file the shards ran
+    assert mspec["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim
+    # the merge reads where the shards write
+    mount = mspec["containers"][0]["volumeMounts"][0]["mountPath"]
+    stores = [c[c.index("--store") + 1] for c in commands if c[0] == "matrix"]
+    assert all(s.startswith(mount + "/") for s in stores)
+    assert any(Path(p) == Path(mount) for p in ctx.params["paths"])
+
+
+def test_a_bad_option_is_caught_by_the_parser() -> None:
+    with pytest.raises(click.UsageError):
+        _accepted(["matrix", "examples/nightly.toml", "--shards", "0/4"])
