@@ -17,6 +17,9 @@ BACKEND = BackendDescriptor(
         # npm redlock + ioredis, a program built by scripts/build-clients.sh
         ClientDescriptor("node-redlock", "fencecheck.workloads.third_party:NodeRedlockClient",
                          token=None, workloads=frozenset({"lock"})),
+        # go-redsync (Redlock in Go), a program built by scripts/build-clients.sh
+        ClientDescriptor("go-redsync", "fencecheck.workloads.third_party_go_jvm:GoRedsyncClient",
+                         token=None, workloads=frozenset({"lock"})),
     ),
     token="none",
     nodes=5,

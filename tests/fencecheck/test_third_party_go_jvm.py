@@ -1,0 +1,42 @@
+"""The Go and JVM lock libraries of issue 19, end to end through `fencecheck run` (real servers in
+network namespaces, short runs, fixed seeds): what must be found, and what must not.
+`go-redsync` (Redlock in Go) on `redlock`.
+
+Built by scripts/build-clients.sh (the README's test command runs it). A must-find test may try
+more seeds, since fault timing is chance; a must-not test never retries.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fencecheck.workloads.clients.build import NotBuilt, command
+from tests.fencecheck.test_run_backends import kinds, must_find, run
+
+pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
+
+CLIENTS = ("go-redsync",)
+
+
+@pytest.fixture(autouse=True)
+def built(request: pytest.FixtureRequest) -> None:
+    for name in CLIENTS:
+        if name.replace("-", "_") in request.node.name:
+            try:
+                command(name)
+            except NotBuilt as e:
+                pytest.fail(str(e))  # the README's test command builds them: not a skip
+
+
+def test_go_redsync_double_grants_under_a_majority_clock_jump(tmp_path: Path) -> None:
+    must_find(tmp_path, "go-redsync", {"double-grant"}, "--backend", "redlock", "--client",
+              "go-redsync", "--nemesis", "clock", "--think-ms", "100", "--time-limit", "20")
+
+
+def test_go_redsync_without_faults_is_valid(tmp_path: Path) -> None:
+    code, results = run(tmp_path, "go-redsync", "--backend", "redlock", "--client",
+                        "go-redsync", "--nemesis", "none", "--time-limit", "8")
+    assert code == 0, kinds(results)
+    assert results["stats"]["ops_by_f"]["acquire"]["ok"] > 0

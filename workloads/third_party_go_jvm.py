@@ -1,0 +1,15 @@
+"""The shipped Go and JVM lock libraries of issue 19, each a `StdioClient` running its built
+program (workloads/clients/build.py; built by scripts/build-clients.sh):
+
+- `go-redsync`: github.com/go-redsync/redsync/v4 (Redlock in Go) over go-redis v9; no token.
+"""
+
+from __future__ import annotations
+
+from fencecheck.workloads.third_party import _Shipped
+
+
+class GoRedsyncClient(_Shipped):
+    """go-redsync's Mutex over every master of `redlock`; no token."""
+
+    name = build_name = "go-redsync"
