@@ -16,6 +16,11 @@ BACKEND = BackendDescriptor(
         # etcd's Go concurrency.Mutex, a program built by scripts/build-clients.sh
         ClientDescriptor("etcd-go", "fencecheck.workloads.third_party:EtcdGoClient",
                          token="the lock key's create revision", workloads=frozenset({"lock"})),
+        # etcd's Go concurrency.Election, a program built by scripts/build-clients.sh
+        ClientDescriptor("etcd-go-election",
+                         "fencecheck.workloads.third_party_go_jvm:EtcdGoElectionClient",
+                         token="the leader key's create revision",
+                         workloads=frozenset({"leader"})),
     ),
     token="create revision",
     nodes=3,

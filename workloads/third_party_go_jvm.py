@@ -2,6 +2,8 @@
 program (workloads/clients/build.py; built by scripts/build-clients.sh):
 
 - `go-redsync`: github.com/go-redsync/redsync/v4 (Redlock in Go) over go-redis v9; no token.
+- `etcd-go-election`: etcd's Go client/v3/concurrency Election, for the `leader` workload; the
+  term (token) is the leader key's create revision.
 """
 
 from __future__ import annotations
@@ -13,3 +15,9 @@ class GoRedsyncClient(_Shipped):
     """go-redsync's Mutex over every master of `redlock`; no token."""
 
     name = build_name = "go-redsync"
+
+
+class EtcdGoElectionClient(_Shipped):
+    """etcd's Go concurrency.Election; token = the leader key's create revision."""
+
+    name = build_name = "etcd-go-election"

@@ -1,6 +1,7 @@
 """The Go and JVM lock libraries of issue 19, end to end through `fencecheck run` (real servers in
 network namespaces, short runs, fixed seeds): what must be found, and what must not.
-`go-redsync` (Redlock in Go) on `redlock`.
+`go-redsync` (Redlock in Go) on `redlock`; `etcd-go-election` (etcd's Go concurrency.Election)
+on `etcd` for the `leader` workload.
 
 Built by scripts/build-clients.sh (the README's test command runs it). A must-find test may try
 more seeds, since fault timing is chance; a must-not test never retries.
@@ -13,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from fencecheck.workloads.clients.build import NotBuilt, command
-from tests.fencecheck.test_run_backends import kinds, must_find, run
+from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 
-CLIENTS = ("go-redsync",)
+CLIENTS = ("go-redsync", "etcd-go-election")
 
 
 @pytest.fixture(autouse=True)
@@ -40,3 +41,20 @@ def test_go_redsync_without_faults_is_valid(tmp_path: Path) -> None:
                         "go-redsync", "--nemesis", "none", "--time-limit", "8")
     assert code == 0, kinds(results)
     assert results["stats"]["ops_by_f"]["acquire"]["ok"] > 0
+
+
+def test_etcd_go_election_unfenced_with_pauses_is_caught(tmp_path: Path) -> None:
+    # A paused leader's lease expires, another is elected, and the old one acts on waking.
+    must_find(tmp_path, "etcd-go-election-pause", DAMAGE - {"double-grant"}, "--workload",
+              "leader", "--backend", "etcd", "--client", "etcd-go-election", "--nemesis",
+              "pause", "--fencing", "off", "--time-limit", "20", "--lease-ms", "2000")
+
+
+def test_etcd_go_election_fenced_by_term_survives_pauses(tmp_path: Path) -> None:
+    code, results = run(tmp_path, "etcd-go-election-fenced", "--workload", "leader",
+                        "--backend", "etcd", "--client", "etcd-go-election", "--fencing", "on",
+                        "--nemesis", "pause", "--time-limit", "20", "--lease-ms", "2000",
+                        "--seed", "1")
+    assert code == 0, kinds(results)
+    assert results["stats"]["ops_by_f"]["acquire"]["ok"] > 1  # more than one term
+    assert results["checks"]["fencing"].get("skipped") is None  # the terms were judged

@@ -78,6 +78,12 @@ BUILDS: dict[str, ClientBuild] = {
                     str(d / "redsync-client"), "."]],
         lambda d: [str(d / "redsync-client")],
         "go build v1"),
+    "etcd-go-election": ClientBuild(
+        "etcd-go-election", "go/election",
+        lambda d: [["go", "build", "-mod=readonly", "-trimpath", "-o",
+                    str(d / "etcd-election"), "."]],
+        lambda d: [str(d / "etcd-election")],
+        "go build v1"),
 }
 
 
