@@ -25,6 +25,13 @@ BACKEND = BackendDescriptor(
                          token=None),
         ClientDescriptor("redis-lease", "fencecheck.workloads.leader_clients:RedisLeaseClient",
                          token="INCR of a per-lock counter in the SET NX script"),
+        # Redisson's RLock and RFencedLock (watchdog renewal), built by scripts/build-clients.sh
+        ClientDescriptor("redisson", "fencecheck.workloads.third_party_go_jvm:RedissonClient",
+                         token=None, workloads=frozenset({"lock"})),
+        ClientDescriptor("redisson-fenced",
+                         "fencecheck.workloads.third_party_go_jvm:RedissonFencedClient",
+                         token="RFencedLock's fencing token (INCR per grant)",
+                         workloads=frozenset({"lock"})),
     ),
     token="setnx: yes",
     nodes=1,

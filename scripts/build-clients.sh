@@ -14,6 +14,7 @@ command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v javac >/dev/null || need+=(default-jdk-headless)
 command -v go >/dev/null || need+=(golang-go)
+command -v mvn >/dev/null || need+=(maven)  # the JVM clients' dependencies (issue 19)
 # Curator and what it runs with, from Debian (javac against them: no Maven resolution).
 for p in libcurator-recipes-java libjackson2-databind-java libslf4j-java libguava-java; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")

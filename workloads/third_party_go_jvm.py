@@ -4,6 +4,8 @@ program (workloads/clients/build.py; built by scripts/build-clients.sh):
 - `go-redsync`: github.com/go-redsync/redsync/v4 (Redlock in Go) over go-redis v9; no token.
 - `etcd-go-election`: etcd's Go client/v3/concurrency Election, for the `leader` workload; the
   term (token) is the leader key's create revision.
+- `redisson` / `redisson-fenced`: Redisson's RLock (no token) and RFencedLock (its fencing token),
+  both renewed by Redisson's lock watchdog, on `redis`.
 """
 
 from __future__ import annotations
@@ -21,3 +23,15 @@ class EtcdGoElectionClient(_Shipped):
     """etcd's Go concurrency.Election; token = the leader key's create revision."""
 
     name = build_name = "etcd-go-election"
+
+
+class RedissonClient(_Shipped):
+    """Redisson's RLock with its watchdog renewal; no token."""
+
+    name = build_name = "redisson"
+
+
+class RedissonFencedClient(_Shipped):
+    """Redisson's RFencedLock with its watchdog renewal; token = its fencing token."""
+
+    name = build_name = "redisson-fenced"

@@ -1,7 +1,8 @@
 """The Go and JVM lock libraries of issue 19, end to end through `fencecheck run` (real servers in
 network namespaces, short runs, fixed seeds): what must be found, and what must not.
 `go-redsync` (Redlock in Go) on `redlock`; `etcd-go-election` (etcd's Go concurrency.Election)
-on `etcd` for the `leader` workload.
+on `etcd` for the `leader` workload; `redisson` / `redisson-fenced` (Redisson's RLock and
+RFencedLock, watchdog renewal) on `redis`.
 
 Built by scripts/build-clients.sh (the README's test command runs it). A must-find test may try
 more seeds, since fault timing is chance; a must-not test never retries.
@@ -13,22 +14,24 @@ from pathlib import Path
 
 import pytest
 
+from fencecheck.checker.history import load_ops
 from fencecheck.workloads.clients.build import NotBuilt, command
 from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 
-CLIENTS = ("go-redsync", "etcd-go-election")
+CLIENTS = ("go-redsync", "etcd-go-election", "redisson-fenced", "redisson")
 
 
 @pytest.fixture(autouse=True)
 def built(request: pytest.FixtureRequest) -> None:
     for name in CLIENTS:
         if name.replace("-", "_") in request.node.name:
-            try:
+            try:  # the first match: "redisson_fenced" before "redisson"
                 command(name)
             except NotBuilt as e:
                 pytest.fail(str(e))  # the README's test command builds them: not a skip
+            return
 
 
 def test_go_redsync_double_grants_under_a_majority_clock_jump(tmp_path: Path) -> None:
@@ -58,3 +61,30 @@ def test_etcd_go_election_fenced_by_term_survives_pauses(tmp_path: Path) -> None
     assert code == 0, kinds(results)
     assert results["stats"]["ops_by_f"]["acquire"]["ok"] > 1  # more than one term
     assert results["checks"]["fencing"].get("skipped") is None  # the terms were judged
+
+
+def test_redisson_unfenced_with_pauses_is_caught(tmp_path: Path) -> None:
+    # A paused JVM's watchdog stops renewing: the lock expires under its holder. A JVM per worker
+    # starts slowly on a loaded machine: 3 workers, 30 s.
+    must_find(tmp_path, "redisson-pause", DAMAGE - {"double-grant"}, "--backend", "redis",
+              "--client", "redisson", "--nemesis", "pause", "--fencing", "off",
+              "--concurrency", "3", "--time-limit", "30", "--lease-ms", "2000")
+
+
+def test_redisson_fenced_lock_token_protects_the_resource(tmp_path: Path) -> None:
+    code, results = run(tmp_path, "redisson-fenced", "--backend", "redis", "--client",
+                        "redisson-fenced", "--fencing", "on", "--nemesis", "pause",
+                        "--concurrency", "3", "--time-limit", "30", "--lease-ms", "2000",
+                        "--seed", "1")
+    assert code == 0, kinds(results)
+    assert results["checks"]["fencing"].get("skipped") is None  # the tokens were judged
+    ops = load_ops(tmp_path / "redisson-fenced" / "latest" / "history.jsonl")
+    assert any(o.f == "start-pause" and o.ok for o in ops), "the nemesis paused no one"
+    grants = [o for o in ops if o.f == "acquire" and o.ok]
+    assert len(grants) > 3 and all(isinstance(o.get("token"), int) for o in grants)
+    # Strictly increasing in real time: a grant that completed before another was asked for
+    # has the smaller token.
+    for a in grants:
+        for b in grants:
+            if a.end_time is not None and a.end_time < b.time:
+                assert a.get("token") < b.get("token"), (a, b)

@@ -37,6 +37,23 @@ JAVA_CLASSPATH = ":".join(f"/usr/share/java/{j}.jar" for j in (
     "jackson-annotations"))
 
 
+# The JVM clients of issue 19: their pom.xml's dependencies copied from Maven Central into lib/
+# (a pinned plugin, no build plugins), then javac against them.
+MAVEN_COPY = ["mvn", "-B", "-q",
+              "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies",
+              "-DoutputDirectory=lib", "-DincludeScope=runtime"]
+
+
+def _maven_javac(d: Path, main: str) -> list[list[str]]:
+    return [MAVEN_COPY, ["javac", "-cp", str(d / "lib" / "*"), "-d", str(d / "classes"),
+                         str(d / f"{main}.java")]]
+
+
+def _java_run(d: Path) -> list[str]:
+    return ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-cp", f"{d / 'classes'}:{d / 'lib' / '*'}"]
+
+
 class NotBuilt(WorkloadError):
     """A shipped client whose build is not in the cache."""
 
@@ -84,6 +101,12 @@ BUILDS: dict[str, ClientBuild] = {
                     str(d / "etcd-election"), "."]],
         lambda d: [str(d / "etcd-election")],
         "go build v1"),
+    "redisson": ClientBuild(
+        "redisson", "java/redisson", lambda d: _maven_javac(d, "RedissonLockClient"),
+        lambda d: [*_java_run(d), "RedissonLockClient", "lock"], "mvn+javac v1"),
+    "redisson-fenced": ClientBuild(
+        "redisson-fenced", "java/redisson", lambda d: _maven_javac(d, "RedissonLockClient"),
+        lambda d: [*_java_run(d), "RedissonLockClient", "fenced"], "mvn+javac v1"),
 }
 
 

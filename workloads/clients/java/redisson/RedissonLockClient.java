@@ -1,0 +1,142 @@
+// A fencecheck stdio client (docs/client-protocol.md) over Redisson (org.redisson:redisson).
+//   java RedissonLockClient lock     RLock: no token
+//   java RedissonLockClient fenced   RFencedLock: token = its fencing token (INCR per grant)
+// Both use Redisson's lock watchdog, the renewal its users rely on: a grant's lease is
+// Config.lockWatchdogTimeout (the first acquire's lease_ms, since it is one setting per client),
+// renewed by Redisson every third of it; renew here asks Redis whether this thread still holds
+// the lock. Everything runs on the main thread: Redisson locks belong to a thread.
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.redisson.Redisson;
+import org.redisson.api.RFencedLock;
+import org.redisson.api.RLock;
+import org.redisson.api.RedissonClient;
+import org.redisson.config.Config;
+
+public final class RedissonLockClient {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final Map<String, RLock> HELD = new HashMap<>();
+    private static RedissonClient redisson;
+    private static boolean fenced;
+    private static int opTimeoutMs;
+
+    private RedissonLockClient() {}
+
+    private static RedissonClient client(long leaseMs) {
+        if (redisson == null) {
+            Config cfg = new Config();
+            cfg.setLockWatchdogTimeout(leaseMs);
+            cfg.setThreads(2);
+            cfg.setNettyThreads(4);
+            String ep = System.getenv("FENCECHECK_ENDPOINTS").split(",")[0];
+            cfg.useSingleServer()
+                .setAddress("redis://" + ep)
+                .setTimeout(opTimeoutMs)
+                .setConnectTimeout(opTimeoutMs)
+                // A retried lock script of the same thread re-enters (hold count 2): never retry.
+                .setRetryAttempts(0)
+                .setConnectionMinimumIdleSize(1)
+                .setConnectionPoolSize(2)
+                .setSubscriptionConnectionMinimumIdleSize(1)
+                .setSubscriptionConnectionPoolSize(2);
+            redisson = Redisson.create(cfg);
+        }
+        return redisson;
+    }
+
+    private static ObjectNode reply(String status) {
+        ObjectNode r = JSON.createObjectNode();
+        r.put("status", status);
+        return r;
+    }
+
+    private static ObjectNode failed(String status, String error) {
+        ObjectNode r = reply(status);
+        r.put("error", error);
+        return r;
+    }
+
+    private static ObjectNode acquire(JsonNode req) throws InterruptedException {
+        String name = req.get("lock").asText();
+        long wait = req.get("timeout_ms").asLong();
+        RedissonClient c = client(req.get("lease_ms").asLong());
+        if (fenced) {
+            RFencedLock lock = c.getFencedLock("fencecheck:" + name);
+            Long token = lock.tryLockAndGetToken(wait, TimeUnit.MILLISECONDS);
+            if (token == null) {
+                return failed("fail", "timeout");
+            }
+            HELD.put(name, lock);
+            return reply("ok").put("token", token);
+        }
+        RLock lock = c.getLock("fencecheck:" + name);
+        if (!lock.tryLock(wait, TimeUnit.MILLISECONDS)) {
+            return failed("fail", "timeout");
+        }
+        HELD.put(name, lock);
+        return reply("ok").putNull("token");
+    }
+
+    private static ObjectNode handle(JsonNode req) throws InterruptedException {
+        String op = req.get("op").asText();
+        RLock lock = HELD.get(req.path("lock").asText());
+        switch (op) {
+            case "acquire":
+                return acquire(req);
+            case "renew":
+                if (lock == null || !lock.isHeldByCurrentThread()) {
+                    return failed("fail", "not-held");
+                }
+                return reply("ok");
+            case "release":
+                if (lock == null) {
+                    return failed("fail", "not-held");
+                }
+                HELD.remove(req.get("lock").asText());
+                try {
+                    lock.unlock();
+                } catch (IllegalMonitorStateException e) { // it expired, or another holds it
+                    return failed("fail", "not-held");
+                }
+                return reply("ok");
+            case "close":
+                if (redisson != null) {
+                    redisson.shutdown(0, 1, TimeUnit.SECONDS);
+                }
+                System.exit(0);
+                return null;
+            default:
+                return failed("fail", "unknown op " + op);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        fenced = args.length > 0 && args[0].equals("fenced");
+        String env = System.getenv("FENCECHECK_OPTIONS");
+        JsonNode opts = JSON.readTree(env == null ? "{}" : env);
+        opTimeoutMs = (int) Math.round(opts.path("op_timeout_s").asDouble(1.0) * 1000);
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String line; (line = in.readLine()) != null;) {
+            JsonNode req = JSON.readTree(line);
+            ObjectNode r;
+            try {
+                r = handle(req);
+            } catch (RuntimeException e) { // Redis errors, timeouts: the outcome is unknown
+                System.err.println("redisson-client: " + e);
+                r = failed("info", e.getClass().getSimpleName());
+            }
+            ObjectNode out = JSON.createObjectNode().put("id", req.get("id").asLong());
+            out.setAll(r);
+            System.out.println(JSON.writeValueAsString(out));
+            System.out.flush();
+        }
+        System.exit(0);
+    }
+}
