@@ -32,6 +32,9 @@ BACKEND = BackendDescriptor(
                          "fencecheck.workloads.third_party_go_jvm:RedissonFencedClient",
                          token="RFencedLock's fencing token (INCR per grant)",
                          workloads=frozenset({"lock"})),
+        # ShedLock's Redis provider (scheduled jobs run once), built by scripts/build-clients.sh
+        ClientDescriptor("shedlock", "fencecheck.workloads.third_party_go_jvm:ShedLockClient",
+                         token=None, workloads=frozenset({"cron"})),
     ),
     token="setnx: yes",
     nodes=1,

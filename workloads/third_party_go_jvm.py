@@ -6,6 +6,9 @@ program (workloads/clients/build.py; built by scripts/build-clients.sh):
   term (token) is the leader key's create revision.
 - `redisson` / `redisson-fenced`: Redisson's RLock (no token) and RFencedLock (its fencing token),
   both renewed by Redisson's lock watchdog, on `redis`.
+- `shedlock`: ShedLock's Redis provider (Spring Data Redis + Jedis), for the `cron` workload: the
+  lease is lockAtMostFor, the client option `lock_at_least_ms` its lockAtLeastFor; no renewal,
+  no token.
 """
 
 from __future__ import annotations
@@ -35,3 +38,9 @@ class RedissonFencedClient(_Shipped):
     """Redisson's RFencedLock with its watchdog renewal; token = its fencing token."""
 
     name = build_name = "redisson-fenced"
+
+
+class ShedLockClient(_Shipped):
+    """ShedLock's RedisLockProvider: lockAtMostFor = the lease; no renewal, no token."""
+
+    name = build_name = "shedlock"

@@ -2,7 +2,8 @@
 network namespaces, short runs, fixed seeds): what must be found, and what must not.
 `go-redsync` (Redlock in Go) on `redlock`; `etcd-go-election` (etcd's Go concurrency.Election)
 on `etcd` for the `leader` workload; `redisson` / `redisson-fenced` (Redisson's RLock and
-RFencedLock, watchdog renewal) on `redis`.
+RFencedLock, watchdog renewal) on `redis`; `shedlock` (ShedLock's Redis provider) on `redis` for the
+`cron` workload.
 
 Built by scripts/build-clients.sh (the README's test command runs it). A must-find test may try
 more seeds, since fault timing is chance; a must-not test never retries.
@@ -20,7 +21,7 @@ from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 
-CLIENTS = ("go-redsync", "etcd-go-election", "redisson-fenced", "redisson")
+CLIENTS = ("go-redsync", "etcd-go-election", "redisson-fenced", "redisson", "shedlock")
 
 
 @pytest.fixture(autouse=True)
@@ -88,3 +89,29 @@ def test_redisson_fenced_lock_token_protects_the_resource(tmp_path: Path) -> Non
         for b in grants:
             if a.end_time is not None and a.end_time < b.time:
                 assert a.get("token") < b.get("token"), (a, b)
+
+
+# Jobs of 100 ms under a lockAtMostFor of 2 s: a section of at most 8 jobs fits in the lease, so
+# without faults no job runs twice; only a pause longer than the lease makes a duplicate.
+SHEDLOCK = ("--workload", "cron", "--backend", "redis", "--client", "shedlock", "--idempotent",
+            "--think-ms", "100", "--lease-ms", "2000", "--concurrency", "3", "--time-limit", "20")
+
+
+def test_shedlock_runs_a_job_twice_under_pauses(tmp_path: Path) -> None:
+    for seed in (1, 2):
+        _, results = run(tmp_path, f"shedlock-pause-{seed}", *SHEDLOCK, "--nemesis", "pause",
+                         "--seed", str(seed))
+        jobs = results["checks"]["jobs"]
+        if jobs["jobs_executed_more_than_once"] > 0:
+            assert jobs["mode"] == "correctness" and jobs["duplicate_rate"] > 0
+            # the store deduplicated every extra execution: no effect applied twice
+            assert jobs["executions_deduplicated"] == jobs["extra_executions"]
+            return
+    pytest.fail("shedlock: no job ran twice under pauses in 2 runs")
+
+
+def test_shedlock_without_faults_runs_every_job_once(tmp_path: Path) -> None:
+    code, results = run(tmp_path, "shedlock-none", *SHEDLOCK, "--nemesis", "none", "--seed", "1")
+    assert code == 0, kinds(results)
+    jobs = results["checks"]["jobs"]
+    assert jobs["jobs_executed"] >= 50 and jobs["jobs_executed_more_than_once"] == 0

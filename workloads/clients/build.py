@@ -107,6 +107,9 @@ BUILDS: dict[str, ClientBuild] = {
     "redisson-fenced": ClientBuild(
         "redisson-fenced", "java/redisson", lambda d: _maven_javac(d, "RedissonLockClient"),
         lambda d: [*_java_run(d), "RedissonLockClient", "fenced"], "mvn+javac v1"),
+    "shedlock": ClientBuild(
+        "shedlock", "java/shedlock", lambda d: _maven_javac(d, "ShedLockClient"),
+        lambda d: [*_java_run(d), "ShedLockClient"], "mvn+javac v1"),
 }
 
 
