@@ -117,13 +117,21 @@ def cache_root() -> Path:
     return Path(os.environ.get("FENCECHECK_CLIENT_CACHE", DEFAULT_CACHE))
 
 
+def _nested(build: ClientBuild) -> set[str]:
+    """Other clients' source folders inside this one's (go/redsync in go): not its source."""
+    prefix = build.source + "/"
+    return {b.source.removeprefix(prefix).split("/")[0] for b in BUILDS.values()
+            if b.source.startswith(prefix)}
+
+
 def source_hash(build: ClientBuild) -> str:
     """sha256 of the recipe and every source file (path and content), first 16 hex digits."""
     h = hashlib.sha256(build.recipe.encode())
     src = HERE / build.source
+    skip = {"node_modules", "classes", *_nested(build)}
     for path in sorted(p for p in src.rglob("*") if p.is_file()):
         rel = path.relative_to(src)
-        if rel.parts[0] in ("node_modules", "classes"):
+        if rel.parts[0] in skip:
             continue
         h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -161,7 +169,7 @@ def build(name: str) -> tuple[Path, bool]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
     try:
         shutil.copytree(HERE / b.source, tmp, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("node_modules", "classes"))
+                        ignore=shutil.ignore_patterns("node_modules", "classes", *_nested(b)))
         for argv in b.steps(tmp):
             log.info("%s: %s", name, " ".join(argv))
             res = subprocess.run(argv, cwd=tmp, stdin=subprocess.DEVNULL,
