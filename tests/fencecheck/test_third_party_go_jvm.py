@@ -11,11 +11,13 @@ more seeds, since fault timing is chance; a must-not test never retries.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from fencecheck.checker.history import load_ops
+from fencecheck.workloads.clients import build as build_module
 from fencecheck.workloads.clients.build import NotBuilt, command
 from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
 
@@ -115,3 +117,18 @@ def test_shedlock_without_faults_runs_every_job_once(tmp_path: Path) -> None:
     assert code == 0, kinds(results)
     jobs = results["checks"]["jobs"]
     assert jobs["jobs_executed"] >= 50 and jobs["jobs_executed_more_than_once"] == 0
+
+
+def test_a_nested_client_source_is_not_part_of_the_outer_clients_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # go/redsync sits in etcd-go's folder go/: editing it must rebuild go-redsync, not etcd-go.
+    src = tmp_path / "clients"
+    shutil.copytree(build_module.HERE / "go", src / "go")
+    monkeypatch.setattr(build_module, "HERE", src)
+    outer, inner = build_module.BUILDS["etcd-go"], build_module.BUILDS["go-redsync"]
+    before = build_module.source_hash(outer), build_module.source_hash(inner)
+    (src / "go" / "redsync" / "main.go").write_text("package main\n")
+    after = build_module.source_hash(outer), build_module.source_hash(inner)
+    assert after[0] == before[0] and after[1] != before[1]
+    (src / "go" / "main.go").write_text("package main\n")
+    assert build_module.source_hash(outer) != before[0]
