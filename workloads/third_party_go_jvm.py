@@ -5,7 +5,9 @@ program (workloads/clients/build.py; built by scripts/build-clients.sh):
 - `etcd-go-election`: etcd's Go client/v3/concurrency Election, for the `leader` workload; the
   term (token) is the leader key's create revision.
 - `redisson` / `redisson-fenced`: Redisson's RLock (no token) and RFencedLock (its fencing token),
-  both renewed by Redisson's lock watchdog, on `redis`.
+  both renewed by Redisson's lock watchdog, on `redis`, and on `redis-sentinel` through the
+  sentinels (the program's Sentinel mode, chosen by the `service_name` option that backend
+  gives its clients).
 - `shedlock`: ShedLock's Redis provider (Spring Data Redis + Jedis), for the `cron` workload: the
   lease is lockAtMostFor, the client option `lock_at_least_ms` its lockAtLeastFor; no renewal,
   no token.

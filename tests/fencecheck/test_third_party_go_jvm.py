@@ -132,3 +132,11 @@ def test_a_nested_client_source_is_not_part_of_the_outer_clients_build(
     assert after[0] == before[0] and after[1] != before[1]
     (src / "go" / "main.go").write_text("package main\n")
     assert build_module.source_hash(outer) != before[0]
+
+
+def test_redisson_through_sentinels_double_grants_under_failover(tmp_path: Path) -> None:
+    # The program's Sentinel mode (the backend's service_name option): after a failover that
+    # cuts the old primary off, clients still on it and clients on the new one both get the lock.
+    must_find(tmp_path, "redisson-sentinel", {"double-grant"}, "--backend", "redis-sentinel",
+              "--client", "redisson", "--nemesis", "failover", "--fencing", "off",
+              "--concurrency", "3", "--time-limit", "30", "--lease-ms", "2000")

@@ -4,7 +4,9 @@
 // Both use Redisson's lock watchdog, the renewal its users rely on: a grant's lease is
 // Config.lockWatchdogTimeout (the first acquire's lease_ms, since it is one setting per client),
 // renewed by Redisson every third of it; renew here asks Redis whether this thread still holds
-// the lock. Everything runs on the main thread: Redisson locks belong to a thread.
+// the lock. Everything runs on the main thread: Redisson locks belong to a thread. With the
+// client option service_name (the redis-sentinel backend gives it) the endpoints are the
+// sentinels and the locks live on the primary they name.
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -19,6 +21,8 @@ import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
+import org.redisson.config.ReadMode;
+import org.redisson.config.SentinelServersConfig;
 
 public final class RedissonLockClient {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -26,6 +30,7 @@ public final class RedissonLockClient {
     private static RedissonClient redisson;
     private static boolean fenced;
     private static int opTimeoutMs;
+    private static String sentinelMaster; // the client option service_name: Sentinel mode
 
     private RedissonLockClient() {}
 
@@ -35,17 +40,35 @@ public final class RedissonLockClient {
             cfg.setLockWatchdogTimeout(leaseMs);
             cfg.setThreads(2);
             cfg.setNettyThreads(4);
-            String ep = System.getenv("FENCECHECK_ENDPOINTS").split(",")[0];
-            cfg.useSingleServer()
-                .setAddress("redis://" + ep)
-                .setTimeout(opTimeoutMs)
-                .setConnectTimeout(opTimeoutMs)
-                // A retried lock script of the same thread re-enters (hold count 2): never retry.
-                .setRetryAttempts(0)
-                .setConnectionMinimumIdleSize(1)
-                .setConnectionPoolSize(2)
-                .setSubscriptionConnectionMinimumIdleSize(1)
-                .setSubscriptionConnectionPoolSize(2);
+            String[] eps = System.getenv("FENCECHECK_ENDPOINTS").split(",");
+            // A retried lock script of the same thread re-enters (hold count 2): never retry.
+            if (sentinelMaster == null) {
+                cfg.useSingleServer()
+                    .setAddress("redis://" + eps[0])
+                    .setTimeout(opTimeoutMs)
+                    .setConnectTimeout(opTimeoutMs)
+                    .setRetryAttempts(0)
+                    .setConnectionMinimumIdleSize(1)
+                    .setConnectionPoolSize(2)
+                    .setSubscriptionConnectionMinimumIdleSize(1)
+                    .setSubscriptionConnectionPoolSize(2);
+            } else { // the endpoints are the sentinels; locks live on the primary they name
+                SentinelServersConfig sc = cfg.useSentinelServers()
+                    .setMasterName(sentinelMaster)
+                    .setReadMode(ReadMode.MASTER)
+                    .setTimeout(opTimeoutMs)
+                    .setConnectTimeout(opTimeoutMs)
+                    .setRetryAttempts(0)
+                    .setMasterConnectionMinimumIdleSize(1)
+                    .setMasterConnectionPoolSize(2)
+                    .setSlaveConnectionMinimumIdleSize(1)
+                    .setSlaveConnectionPoolSize(2)
+                    .setSubscriptionConnectionMinimumIdleSize(1)
+                    .setSubscriptionConnectionPoolSize(2);
+                for (String ep : eps) {
+                    sc.addSentinelAddress("redis://" + ep);
+                }
+            }
             redisson = Redisson.create(cfg);
         }
         return redisson;
@@ -122,6 +145,7 @@ public final class RedissonLockClient {
         String env = System.getenv("FENCECHECK_OPTIONS");
         JsonNode opts = JSON.readTree(env == null ? "{}" : env);
         opTimeoutMs = (int) Math.round(opts.path("op_timeout_s").asDouble(1.0) * 1000);
+        sentinelMaster = opts.hasNonNull("service_name") ? opts.get("service_name").asText() : null;
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         for (String line; (line = in.readLine()) != null;) {
             JsonNode req = JSON.readTree(line);
