@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -87,9 +88,17 @@ func handle(req request) reply {
 			return reply{Status: "fail", Error: "session-expired"}
 		default:
 		}
-		// Proclaim writes only if our leader key (by its create revision) is still there.
+		// The session's background keepalive last refreshed the lease up to a third of its TTL
+		// ago; the worker counts a renewed lease from this request, so refresh it now, then
+		// proclaim, which writes only if our leader key (by its create revision) is still there.
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
+		if _, err := cli.KeepAliveOnce(ctx, t.session.Lease()); err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return reply{Status: "fail", Error: "lease-expired"}
+			}
+			return reply{Status: "info", Error: "keepalive: " + err.Error()}
+		}
 		if err := t.election.Proclaim(ctx, me); err != nil {
 			if errors.Is(err, concurrency.ErrElectionNotLeader) {
 				return reply{Status: "fail", Error: "not-leader"}
