@@ -3,8 +3,8 @@
 //   java RedissonLockClient fenced   RFencedLock: token = its fencing token (INCR per grant)
 // Both use Redisson's lock watchdog, the renewal its users rely on: a grant's lease is
 // Config.lockWatchdogTimeout (the first acquire's lease_ms, since it is one setting per client),
-// renewed by Redisson every third of it; renew here asks Redis whether this thread still holds
-// the lock. Everything runs on the main thread: Redisson locks belong to a thread. With the
+// renewed by Redisson every third of it; renew here renews at once, the way the watchdog does.
+// Everything runs on the main thread: Redisson locks belong to a thread. With the
 // client option service_name (the redis-sentinel backend gives it) the endpoints are the
 // sentinels and the locks live on the primary they name.
 import com.fasterxml.jackson.databind.JsonNode;
@@ -14,12 +14,15 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.redisson.Redisson;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RScript;
 import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
 import org.redisson.config.ReadMode;
 import org.redisson.config.SentinelServersConfig;
@@ -27,6 +30,8 @@ import org.redisson.config.SentinelServersConfig;
 public final class RedissonLockClient {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Map<String, RLock> HELD = new HashMap<>();
+    private static final String RENEW = "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
+        + "redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;";
     private static RedissonClient redisson;
     private static boolean fenced;
     private static int opTimeoutMs;
@@ -114,10 +119,17 @@ public final class RedissonLockClient {
             case "acquire":
                 return acquire(req);
             case "renew":
-                if (lock == null || !lock.isHeldByCurrentThread()) {
+                // The watchdog last renewed up to a third of a lease ago, but the worker counts a
+                // renewed lease from this request: renew now, as the watchdog does (pexpire only
+                // while this thread's entry is in the lock's hash), in one script.
+                if (lock == null) {
                     return failed("fail", "not-held");
                 }
-                return reply("ok");
+                Long renewed = redisson.getScript(StringCodec.INSTANCE).eval(
+                    RScript.Mode.READ_WRITE, RENEW, RScript.ReturnType.INTEGER,
+                    List.of(lock.getName()), req.get("lease_ms").asText(),
+                    redisson.getId() + ":" + Thread.currentThread().getId());
+                return renewed != null && renewed == 1 ? reply("ok") : failed("fail", "not-held");
             case "release":
                 if (lock == null) {
                     return failed("fail", "not-held");
