@@ -139,4 +139,5 @@ def test_redisson_through_sentinels_double_grants_under_failover(tmp_path: Path)
     # cuts the old primary off, clients still on it and clients on the new one both get the lock.
     must_find(tmp_path, "redisson-sentinel", {"double-grant"}, "--backend", "redis-sentinel",
               "--client", "redisson", "--nemesis", "failover", "--fencing", "off",
-              "--concurrency", "3", "--time-limit", "30", "--lease-ms", "2000")
+              "--concurrency", "3", "--time-limit", "30", "--lease-ms", "2000",
+              seeds=(1, 6, 7))  # found in 4 of 10 seeds (benchmarks/bench_detection.py)
