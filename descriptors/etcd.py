@@ -19,6 +19,11 @@ BACKEND = BackendDescriptor(
         ClientDescriptor("etcd-careless", "fencecheck.workloads.careless:CarelessEtcdClient",
                          token="as etcd (--client-opt careless=STEP,...)"),
         ClientDescriptor("etcd3", "fencecheck.workloads.pylib_clients:Etcd3Client", token=None),
+        # etcd's Go concurrency.Election, a program built by scripts/build-clients.sh
+        ClientDescriptor("etcd-go-election",
+                         "fencecheck.workloads.third_party_go_jvm:EtcdGoElectionClient",
+                         token="the leader key's create revision",
+                         workloads=frozenset({"leader"})),
     ),
     token="create revision",
     nodes=3,

@@ -30,6 +30,16 @@ BACKEND = BackendDescriptor(
                          token="as redis-setnx (--client-opt careless=STEP,...)"),
         ClientDescriptor("python-redis-lock",
                          "fencecheck.workloads.pylib_clients:PythonRedisLockClient", token=None),
+        # Redisson's RLock and RFencedLock (watchdog renewal), built by scripts/build-clients.sh
+        ClientDescriptor("redisson", "fencecheck.workloads.third_party_go_jvm:RedissonClient",
+                         token=None, workloads=frozenset({"lock"})),
+        ClientDescriptor("redisson-fenced",
+                         "fencecheck.workloads.third_party_go_jvm:RedissonFencedClient",
+                         token="RFencedLock's fencing token (INCR per grant)",
+                         workloads=frozenset({"lock"})),
+        # ShedLock's Redis provider (scheduled jobs run once), built by scripts/build-clients.sh
+        ClientDescriptor("shedlock", "fencecheck.workloads.third_party_go_jvm:ShedLockClient",
+                         token=None, workloads=frozenset({"cron"})),
     ),
     token="setnx: yes",
     nodes=1,

@@ -19,6 +19,9 @@ BACKEND = BackendDescriptor(
                          token=None, workloads=frozenset({"lock"})),
         ClientDescriptor("aioredlock", "fencecheck.workloads.pylib_clients:AioredlockClient",
                          token=None),
+        # go-redsync (Redlock in Go), a program built by scripts/build-clients.sh
+        ClientDescriptor("go-redsync", "fencecheck.workloads.third_party_go_jvm:GoRedsyncClient",
+                         token=None, workloads=frozenset({"lock"})),
     ),
     token="none",
     nodes=5,

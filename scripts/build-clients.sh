@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the shipped third-party lock clients (node-redlock, curator, etcd-go) into
+# Build the shipped third-party lock clients (node-redlock, curator, etcd-go; go-redsync,
+# etcd-go-election; redisson, redisson-fenced, shedlock from Maven Central) into
 # /var/cache/fencecheck/clients (or $FENCECHECK_CLIENT_CACHE), cached by source hash: an unchanged
 # client is a no-op. Installs the toolchains and Debian's Curator when they are missing.
 #   bash scripts/build-clients.sh                 all of them
@@ -14,6 +15,7 @@ command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v javac >/dev/null || need+=(default-jdk-headless)
 command -v go >/dev/null || need+=(golang-go)
+command -v mvn >/dev/null || need+=(maven)  # the JVM clients' dependencies (issue 19)
 # Curator and what it runs with, from Debian (javac against them: no Maven resolution).
 for p in libcurator-recipes-java libjackson2-databind-java libslf4j-java libguava-java; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")

@@ -272,7 +272,7 @@ time.sleep(3600)
 
 
 def test_the_program_is_paused_and_killed_with_its_worker(tmp_path: Path) -> None:
-    from fencecheck.clusters.nemesis import process_target
+    from fencecheck.clusters.faults.nemesis import process_target
 
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     (tmp_path / "holder.py").write_text(HOLDER)

@@ -37,6 +37,23 @@ JAVA_CLASSPATH = ":".join(f"/usr/share/java/{j}.jar" for j in (
     "jackson-annotations"))
 
 
+# The JVM clients of issue 19: their pom.xml's dependencies copied from Maven Central into lib/
+# (a pinned plugin, no build plugins), then javac against them.
+MAVEN_COPY = ["mvn", "-B", "-q",
+              "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies",
+              "-DoutputDirectory=lib", "-DincludeScope=runtime"]
+
+
+def _maven_javac(d: Path, main: str) -> list[list[str]]:
+    return [MAVEN_COPY, ["javac", "-cp", str(d / "lib" / "*"), "-d", str(d / "classes"),
+                         str(d / f"{main}.java")]]
+
+
+def _java_run(d: Path) -> list[str]:
+    return ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-cp", f"{d / 'classes'}:{d / 'lib' / '*'}"]
+
+
 class NotBuilt(WorkloadError):
     """A shipped client whose build is not in the cache."""
 
@@ -71,6 +88,28 @@ BUILDS: dict[str, ClientBuild] = {
                     "."]],
         lambda d: [str(d / "etcd-client")],
         "go build v1"),
+    # issue 19: Go and JVM lock libraries (workloads/third_party_go_jvm.py)
+    "go-redsync": ClientBuild(
+        "go-redsync", "go/redsync",
+        lambda d: [["go", "build", "-mod=readonly", "-trimpath", "-o",
+                    str(d / "redsync-client"), "."]],
+        lambda d: [str(d / "redsync-client")],
+        "go build v1"),
+    "etcd-go-election": ClientBuild(
+        "etcd-go-election", "go/election",
+        lambda d: [["go", "build", "-mod=readonly", "-trimpath", "-o",
+                    str(d / "etcd-election"), "."]],
+        lambda d: [str(d / "etcd-election")],
+        "go build v1"),
+    "redisson": ClientBuild(
+        "redisson", "java/redisson", lambda d: _maven_javac(d, "RedissonLockClient"),
+        lambda d: [*_java_run(d), "RedissonLockClient", "lock"], "mvn+javac v1"),
+    "redisson-fenced": ClientBuild(
+        "redisson-fenced", "java/redisson", lambda d: _maven_javac(d, "RedissonLockClient"),
+        lambda d: [*_java_run(d), "RedissonLockClient", "fenced"], "mvn+javac v1"),
+    "shedlock": ClientBuild(
+        "shedlock", "java/shedlock", lambda d: _maven_javac(d, "ShedLockClient"),
+        lambda d: [*_java_run(d), "ShedLockClient"], "mvn+javac v1"),
 }
 
 
@@ -78,13 +117,21 @@ def cache_root() -> Path:
     return Path(os.environ.get("FENCECHECK_CLIENT_CACHE", DEFAULT_CACHE))
 
 
+def _nested(build: ClientBuild) -> set[str]:
+    """Other clients' source folders inside this one's (go/redsync in go): not its source."""
+    prefix = build.source + "/"
+    return {b.source.removeprefix(prefix).split("/")[0] for b in BUILDS.values()
+            if b.source.startswith(prefix)}
+
+
 def source_hash(build: ClientBuild) -> str:
     """sha256 of the recipe and every source file (path and content), first 16 hex digits."""
     h = hashlib.sha256(build.recipe.encode())
     src = HERE / build.source
+    skip = {"node_modules", "classes", *_nested(build)}
     for path in sorted(p for p in src.rglob("*") if p.is_file()):
         rel = path.relative_to(src)
-        if rel.parts[0] in ("node_modules", "classes"):
+        if rel.parts[0] in skip:
             continue
         h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -122,7 +169,7 @@ def build(name: str) -> tuple[Path, bool]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
     try:
         shutil.copytree(HERE / b.source, tmp, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("node_modules", "classes"))
+                        ignore=shutil.ignore_patterns("node_modules", "classes", *_nested(b)))
         for argv in b.steps(tmp):
             log.info("%s: %s", name, " ".join(argv))
             res = subprocess.run(argv, cwd=tmp, stdin=subprocess.DEVNULL,
