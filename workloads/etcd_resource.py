@@ -23,7 +23,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from fencecheck.workloads.base import DefiniteFailure, Indeterminate, StaleToken
+from fencecheck.workloads.base import DefiniteFailure, Indeterminate, StaleToken, WorkloadError
 from fencecheck.workloads.etcd_client import (
     Gateway,
     GrpcError,
@@ -41,11 +41,13 @@ DATA_NAMESPACE = "fc/data/"
 
 
 def fencing_option(options: Mapping[str, Any]) -> bool:
-    """`fencing` as a bool; accepts true/false and "on"/"off" (as the CLI spells it)."""
+    """`fencing`: a bool, as the worker configuration carries it (the CLI's "on"/"off" become a
+    bool in the run's configuration, before any process starts). Absent means on, as for the
+    fenced store."""
     v = options.get("fencing", True)
-    if isinstance(v, str):
-        return v.lower() in ("on", "true", "yes", "1")
-    return bool(v)
+    if not isinstance(v, bool):
+        raise WorkloadError(f"resource option fencing: expected true or false, got {v!r}")
+    return v
 
 
 def _failure(e: Exception, what: str) -> Exception:

@@ -23,7 +23,7 @@ def client(etcd_cluster: EtcdService) -> Iterator[EtcdClient]:
     c.close()
 
 
-def _resource(etcd_cluster: EtcdService, fencing: bool | str) -> EtcdResource:
+def _resource(etcd_cluster: EtcdService, fencing: bool) -> EtcdResource:
     return EtcdResource(
         {"endpoints": etcd_cluster.endpoints(), "op_timeout_s": 1.0, "fencing": fencing}
     )
@@ -67,7 +67,7 @@ def test_fencing_off_accepts_the_stale_holder(
     etcd_cluster: EtcdService, client: EtcdClient
 ) -> None:
     old, new = _two_grants(client, "k2")
-    res = _resource(etcd_cluster, "off")
+    res = _resource(etcd_cluster, False)
     try:
         res.write("k2", 5, new.token, "k2")
         res.write("k2", 7, old.token, "k2")  # the damage fencing would have stopped

@@ -21,7 +21,7 @@ __all__ = ["pg_server", "store_dir"]
 def resource(pg_server: PostgresService) -> Iterator[Any]:
     made: list[PgResource] = []
 
-    def make(fencing: bool | str = True) -> PgResource:
+    def make(fencing: bool = True) -> PgResource:
         r = PgResource(
             {"endpoints": pg_server.endpoints(), "op_timeout_s": 2.0, "fencing": fencing}
         )
@@ -68,7 +68,7 @@ def test_a_read_by_a_newer_holder_fences_the_older(
 
 
 def test_fencing_off_accepts_lower_tokens(pg_server: PostgresService, resource: Any) -> None:
-    r = resource("off")
+    r = resource(False)
     r.write("c", 1, 9, "c")
     r.write("c", 2, 1, "c")
     r.write("c", 3, None, "c")
