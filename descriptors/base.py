@@ -18,6 +18,11 @@ FAILOVER = "failover"  # FailsOver: a primary that replicas take over from
 RUNTIMES: tuple[str, ...] = ("netns", "docker", "ssh")
 
 
+
+class CatalogError(ValueError):
+    """A plugin's entry point does not load or is not the descriptor its group expects."""
+
+
 @dataclass(frozen=True, slots=True)
 class Need:
     """Something a machine needs for a backend: a binary on PATH or a file, and the Debian

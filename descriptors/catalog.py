@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from fencecheck.descriptors import etcd, postgres_advisory, redis, redlock, sentinel, zookeeper
 from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, ResourceDescriptor
+from fencecheck.descriptors.base import CatalogError as CatalogError  # re-exported
 from fencecheck.descriptors.resources import RESOURCES as BUILTIN_RESOURCES
 
 log = logging.getLogger(__name__)
@@ -38,9 +39,6 @@ STDIO_CLIENT = ClientDescriptor("stdio", "fencecheck.workloads.stdio_client:Stdi
 
 GROUPS = ("fencecheck.backends", "fencecheck.clients", "fencecheck.resources", "fencecheck.faults")
 
-
-class CatalogError(ValueError):
-    """A plugin's entry point does not load or is not the descriptor its group expects."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ ClickException: type[Exception] = UsageError.__mro__[1]
 
 # command -> the module whose register(app) defines it
 LAZY: dict[str, str] = {
+    "run": "fencecheck.cmd_run",
     "report": "fencecheck.cmd_reports",
     "compare": "fencecheck.cmd_reports",
     "serve": "fencecheck.cmd_reports",
