@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 # What a wheel is built from: the project metadata and the packages (fencecheck/ links to the
 # top-level folders; copied as links, built from a copy so no stale build/ of the checkout leaks
 # into the wheel).
-SOURCES = ("pyproject.toml", "README.md", "fencecheck", "checker", "clusters", "workloads",
-           "reports")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "fencecheck",
+           *sorted(p.name for p in (REPO / "fencecheck").iterdir() if p.is_symlink()))
 
 
 def _build_wheel(tmp_path: Path) -> Path:
