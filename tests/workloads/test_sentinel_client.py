@@ -55,6 +55,11 @@ def test_client_follows_the_new_primary_after_a_failover(sentinel: SentinelServi
     c = SentinelSetnxClient(options(sentinel))
     try:
         g1 = c.acquire("L", 300, 0.5)  # expired by the time the failover is done
+        host, port = c.primary_address()
+        with redis.Redis(host=host, port=port, socket_timeout=5) as primary:
+            # g1's token must reach both replicas before the primary dies, or the new primary's
+            # counter starts lower (asynchronous replication: a race under load, not the client)
+            assert primary.wait(2, 5000) == 2
         old = sentinel.kill_primary()
         new = sentinel.wait_for_new_primary(old, timeout_s=20)
         # The pooled connection to the dead primary fails once; that op is recorded as failed
