@@ -14,7 +14,7 @@ trap 'bash scripts/dockerd.sh stop || true' EXIT
 # registry can be reached), then cached by content hash.
 .venv/bin/python -m fencecheck.clusters.runtimes.image
 set +e
-.venv/bin/pytest "$@"
+.venv/bin/pytest --durations=25 "$@"
 rc=$?
 set -e
 .venv/bin/fencecheck teardown --all >/dev/null 2>&1 || true
