@@ -5,7 +5,8 @@ violation, and whether the row met its expectation.
 
     python -m fencecheck.reports.markdown store/_matrix/libraries > docs/comparison.md
 
-Several output directories (a matrix run in parts, `--only`) make one table, in the order given.
+Several output directories (a matrix run in parts, `--only`) make one table, in the order given;
+a row run again in a later directory replaces the earlier run of that row, in its place.
 
 It reads `matrix.json` and each run's `test.json` and `results.json`; it runs nothing.
 """
@@ -136,8 +137,23 @@ NOTES = """\
 - **Not in the table:** `clock` on etcd (Go reads the clock through the vDSO; the shim cannot
   move it) and on postgres-advisory (PostgreSQL is not run under the shim), `kill` on
   postgres-advisory (no restart on its data here): both are refused up front. Kubernetes Leases
-  need an API server, which cannot run on this machine.
+  are not covered yet (they need a kube-apiserver built from the Kubernetes Go modules).
+- **A careless client with a fence** still hands the lock out twice (its double-grant rows are
+  the lock's failure), but the resource rejects every stale write: its fenced rows find
+  double-grant and nothing else.
 """
+
+
+def latest(rows: Sequence[Line]) -> list[Line]:
+    """One line per row name: the last one given, where the first one stood."""
+    last = {r.row: r for r in rows}
+    seen: set[str] = set()
+    out: list[Line] = []
+    for r in rows:
+        if r.row not in seen:
+            seen.add(r.row)
+            out.append(last[r.row])
+    return out
 
 
 def render(rows: Sequence[Line], source: str) -> str:
@@ -188,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError, KeyError) as e:
             print(f"error: {out_dir}: unreadable matrix output ({e})", file=sys.stderr)
             return 3
-    sys.stdout.write(render(rows, args.source))
+    sys.stdout.write(render(latest(rows), args.source))
     return 0
 
 

@@ -73,3 +73,21 @@ def test_the_libraries_example_covers_every_backend_and_lock_library(tmp_path: P
         expects = {r.expect for r, c in zip(m.rows, configs, strict=True)
                    if c.client_name == lib}
         assert expects == {"must-find", "must-pass"}, lib
+
+
+def test_a_row_run_again_later_replaces_the_earlier_run_in_its_place(
+    tmp_path: Path, capsys: Any
+) -> None:
+    (tmp_path / "first").mkdir()
+    first = _matrix(tmp_path / "first")
+    again = tmp_path / "again" / "out"
+    again.mkdir(parents=True)
+    rerun = {"row": "partition-pg-advisory", "expect": "must-find", "met": True, "runs": [
+        _run(tmp_path / "again", "c1", "invalid", "pg-advisory", False, ["lost-update"],
+             3 * 10**9)]}
+    (again / "matrix.json").write_text(json.dumps({"rows": [rerun]}))
+    assert main([str(first), str(again)]) == 0
+    text = capsys.readouterr().out
+    assert "2 of 2 rows met their expectation." in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "pg-advisory" in line]
+    assert len(rows) == 2 and "| 1/1 | lost-update | 3.0 s | met |" in rows[0]
