@@ -3,12 +3,15 @@ nothing behind (no namespace, no SIGSTOPped process)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +21,36 @@ CORPUS = REPO.parent / "shared" / "corpus"
 
 def fencecheck_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "fencecheck", *args]
+
+
+def run_cmd(argv: list[str], *, timeout: float, **popen: Any) -> subprocess.CompletedProcess[str]:
+    """argv to completion, output captured as text, like `subprocess.run`, except when the test
+    gives up on it (the timeout, pytest-timeout's interrupt, Ctrl-C): subprocess.run would SIGKILL
+    the child alone, leaving a `fencecheck run`'s namespaces and servers behind. Here the child's
+    process group gets SIGTERM, which a run answers by healing and tearing down; only a child
+    still there a minute later is killed, and `fencecheck teardown --all` then removes what runs
+    with a dead owner left."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **popen)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            subprocess.run(fencecheck_argv("teardown", "--all"), capture_output=True, timeout=120)
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def run_fencecheck(*args: str, timeout: float, **popen: Any) -> subprocess.CompletedProcess[str]:
+    """`fencecheck ARGS` through `run_cmd`."""
+    return run_cmd(fencecheck_argv(*args), timeout=timeout, **popen)
 
 
 def netns_available() -> str | None:

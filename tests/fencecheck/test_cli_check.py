@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from fencecheck.checker.schemas import schema
-from tests.conftest import fencecheck_argv
+from tests.conftest import run_fencecheck
 
 DATA = Path(__file__).parent.parent / "data"
 MS = 1_000_000
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(fencecheck_argv(*args), capture_output=True, text=True, timeout=120)
+    return run_fencecheck(*args, timeout=120)
 
 
 def write(path: Path, rows: list[tuple[Any, ...]]) -> Path:

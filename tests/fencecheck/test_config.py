@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from fencecheck.config import ConfigError, make_config
-from tests.conftest import fencecheck_argv
+from tests.conftest import run_fencecheck
 
 
 @pytest.mark.parametrize(
@@ -24,8 +23,7 @@ from tests.conftest import fencecheck_argv
     ],
 )
 def test_bad_option_exits_3_with_one_line(args: list[str], field: str, tmp_path: Path) -> None:
-    r = subprocess.run(fencecheck_argv("run", "--store", str(tmp_path), *args),
-                       capture_output=True, text=True, timeout=60)
+    r = run_fencecheck("run", "--store", str(tmp_path), *args, timeout=60)
     assert r.returncode == 3, r.stderr
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1, r.stderr
@@ -37,8 +35,7 @@ def test_bad_option_exits_3_with_one_line(args: list[str], field: str, tmp_path:
 def test_store_that_is_a_file_exits_3(tmp_path: Path) -> None:
     f = tmp_path / "store"
     f.write_text("not a directory")
-    r = subprocess.run(fencecheck_argv("run", "--store", str(f)), capture_output=True,
-                       text=True, timeout=60)
+    r = run_fencecheck("run", "--store", str(f), timeout=60)
     assert r.returncode == 3
     assert "store" in r.stderr and "not a directory" in r.stderr
     assert f.read_text() == "not a directory"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import fc_namespaces, fencecheck_argv, processes_matching
+from tests.conftest import fc_namespaces, fencecheck_argv, processes_matching, run_fencecheck
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 
@@ -21,8 +21,7 @@ DAMAGE = {"stale-write-accepted", "interleaved-writes", "lost-update"}
 
 
 def run(store: Path, *args: str, timeout: float = 180) -> tuple[int, dict[str, Any], Path]:
-    r = subprocess.run(fencecheck_argv("run", "--store", str(store), *args),
-                       capture_output=True, text=True, timeout=timeout)
+    r = run_fencecheck("run", "--store", str(store), *args, timeout=timeout)
     assert r.returncode in (0, 1, 2), r.stdout + r.stderr
     runs = [p.resolve() for p in store.glob("*/latest")]
     assert len(runs) == 1
@@ -104,8 +103,7 @@ def test_a_sigint_mid_delay_releases_stops_the_proxies_and_keeps_the_history(
             proc.wait()
             if run_dir is not None:
                 rid = json.loads((run_dir / "test.json").read_text())["run_id"]
-                subprocess.run(fencecheck_argv("teardown", "--run", rid), capture_output=True,
-                               timeout=120)
+                run_fencecheck("teardown", "--run", rid, timeout=120)
     assert proc.returncode == 128 + signal.SIGINT, out + err
     assert "Traceback" not in err
     assert run_dir is not None
@@ -139,8 +137,7 @@ def test_the_proxies_of_a_killed_run_are_removed_by_teardown(tmp_path: Path) -> 
         left = bool(started) and processes_matching(f"faults.proxy --state {started}")
         rid = json.loads((started / "test.json").read_text())["run_id"] if started else ""
         if rid:
-            r = subprocess.run(fencecheck_argv("teardown", "--run", rid),
-                               capture_output=True, text=True, timeout=120)
+            r = run_fencecheck("teardown", "--run", rid, timeout=120)
     assert run_dir is not None, "the run never started a delay"
     assert left, "the killed run's proxies should outlive it until teardown"
     assert r.returncode == 0, r.stdout + r.stderr

@@ -3,14 +3,12 @@ and each item, Docker and SSH included, is reported with what was found."""
 
 from __future__ import annotations
 
-import subprocess
-
 from fencecheck.doctor import Finding, _binary
-from tests.conftest import fencecheck_argv
+from tests.conftest import run_fencecheck
 
 
 def test_doctor_passes_on_a_set_up_machine_and_names_each_prerequisite() -> None:
-    r = subprocess.run(fencecheck_argv("doctor"), capture_output=True, text=True, timeout=120)
+    r = run_fencecheck("doctor", timeout=120)
     assert r.returncode == 0, r.stdout
     for item in ("iproute2", "iptables", "redis", "etcd", "zookeeper", "postgresql", "sshd",
                  "docker"):

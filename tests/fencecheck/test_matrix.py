@@ -23,7 +23,7 @@ from fencecheck.matrix import (
     load_matrix,
     write_junit,
 )
-from tests.conftest import fencecheck_argv, processes_matching
+from tests.conftest import processes_matching, run_fencecheck
 
 GOOD_ROW = 'name = "ok"\nbackend = "redis"\nexpect = "must-pass"\n'
 
@@ -98,8 +98,7 @@ def test_missing_file_and_unknown_only_exit_3(tmp_path: Path) -> None:
 
 def test_bad_row_through_the_real_cli_has_no_traceback(tmp_path: Path) -> None:
     path = matrix_file(tmp_path, '[[row]]\nname = "x"\nbackend = "mongodb"\nexpect = "must-find"')
-    r = subprocess.run(fencecheck_argv("matrix", str(path), "--store", str(tmp_path / "s")),
-                       capture_output=True, text=True, timeout=60)
+    r = run_fencecheck("matrix", str(path), "--store", str(tmp_path / "s"), timeout=60)
     assert r.returncode == 3 and "Traceback" not in r.stderr
     assert "row 'x' (#1): backend:" in r.stderr
 
@@ -230,8 +229,7 @@ expect = "must-pass"
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run(fencecheck_argv(*args), capture_output=True, text=True, timeout=240,
-                          env=env)
+    return run_fencecheck(*args, timeout=240, env=env)
 
 
 @pytest.mark.netns

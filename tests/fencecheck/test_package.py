@@ -3,15 +3,14 @@ the license pyproject declares."""
 
 from __future__ import annotations
 
-import subprocess
 import tomllib
 from importlib.metadata import version
 
-from tests.conftest import REPO, fencecheck_argv
+from tests.conftest import REPO, run_fencecheck
 
 
 def test_version_flag_prints_the_installed_version() -> None:
-    r = subprocess.run(fencecheck_argv("--version"), capture_output=True, text=True, timeout=60)
+    r = run_fencecheck("--version", timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == f"fencecheck {version('fencecheck')}"
 
 

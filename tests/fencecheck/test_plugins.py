@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import fencecheck_argv
+from tests.conftest import run_fencecheck
 
 PKG = Path(__file__).resolve().parents[1] / "plugin_pkg"
 DIST = "fencecheck-demo-plugin"
@@ -39,7 +39,7 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 def test_plugins_lists_the_installed_client_and_fault(plugin: None) -> None:
-    r = subprocess.run(fencecheck_argv("plugins"), capture_output=True, text=True, timeout=60)
+    r = run_fencecheck("plugins", timeout=60)
     assert r.returncode == 0, r.stderr
     assert "fencecheck.clients: demo-setnx" in r.stdout and DIST in r.stdout
     assert "fencecheck.faults: freeze-all" in r.stdout
@@ -48,9 +48,8 @@ def test_plugins_lists_the_installed_client_and_fault(plugin: None) -> None:
 
 
 def test_an_unsupported_runtime_is_refused_naming_both(plugin: None, tmp_path: Path) -> None:
-    r = subprocess.run(fencecheck_argv("run", "--store", str(tmp_path), "--nemesis", "freeze-all",
-                                       "--runtime", "docker"),
-                       capture_output=True, text=True, timeout=60)
+    r = run_fencecheck("run", "--store", str(tmp_path), "--nemesis", "freeze-all", "--runtime",
+                       "docker", timeout=60)
     assert r.returncode == 3 and "Traceback" not in r.stderr
     assert "freeze-all" in r.stderr and "docker" in r.stderr
     assert list(tmp_path.iterdir()) == []
@@ -59,10 +58,9 @@ def test_an_unsupported_runtime_is_refused_naming_both(plugin: None, tmp_path: P
 @pytest.mark.netns
 @pytest.mark.usefixtures("no_leftovers")
 def test_plugin_client_and_fault_run_end_to_end(plugin: None, tmp_path: Path) -> None:
-    r = subprocess.run(fencecheck_argv("run", "--store", str(tmp_path), "--client", "demo-setnx",
-                                       "--nemesis", "freeze-all", "--time-limit", "6",
-                                       "--interval", "0.5,1", "--concurrency", "3", "--seed", "3"),
-                       capture_output=True, text=True, timeout=180)
+    r = run_fencecheck("run", "--store", str(tmp_path), "--client", "demo-setnx", "--nemesis",
+                       "freeze-all", "--time-limit", "6", "--interval", "0.5,1", "--concurrency",
+                       "3", "--seed", "3", timeout=180)
     assert r.returncode in (0, 1), r.stdout + r.stderr
     run_dir = next(tmp_path.glob("*/latest")).resolve()
     assert json.loads((run_dir / "nodes" / "c1" / "worker.json").read_text())["client"] == \

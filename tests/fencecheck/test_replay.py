@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 
 from fencecheck.schedule import HOLDER, ScheduleError, Step, load_steps, write_steps
-from tests.conftest import fencecheck_argv
+from tests.conftest import run_fencecheck
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run(fencecheck_argv(*args), capture_output=True, text=True, timeout=240,
-                          env=env)
+    return run_fencecheck(*args, timeout=240, env=env)
 
 
 def test_a_schedule_round_trips(tmp_path: Path) -> None:

@@ -8,13 +8,12 @@ when neither run finds the violation. Must-pass tests never retry: one false acc
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import fc_namespaces, fencecheck_argv
+from tests.conftest import fc_namespaces, run_fencecheck
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 
@@ -22,8 +21,7 @@ DAMAGE = {"stale-write-accepted", "interleaved-writes", "lost-update", "double-g
 
 
 def run(store: Path, name: str, *args: str, timeout: float = 300) -> tuple[int, dict[str, Any]]:
-    r = subprocess.run(fencecheck_argv("run", "--store", str(store), "--name", name, *args),
-                       capture_output=True, text=True, timeout=timeout)
+    r = run_fencecheck("run", "--store", str(store), "--name", name, *args, timeout=timeout)
     assert "Traceback" not in r.stderr, r.stderr
     if r.returncode == 3:
         return 3, {"stderr": r.stderr}
@@ -117,9 +115,8 @@ def test_zookeeper_under_clock_faults_keeps_its_promises(tmp_path: Path) -> None
 
 
 def test_etcd_clock_faults_are_refused_with_the_reason(tmp_path: Path) -> None:
-    r = subprocess.run(fencecheck_argv("run", "--store", str(tmp_path), "--backend", "etcd",
-                                       "--nemesis", "clock"),
-                       capture_output=True, text=True, timeout=60)
+    r = run_fencecheck("run", "--store", str(tmp_path), "--backend", "etcd", "--nemesis", "clock",
+                       timeout=60)
     assert r.returncode == 3
     assert "etcd" in r.stderr and "vDSO" in r.stderr
     assert list(tmp_path.iterdir()) == []

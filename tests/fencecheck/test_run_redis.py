@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import fc_namespaces, fencecheck_argv, processes_matching, stopped_processes
+from tests.conftest import (
+    fc_namespaces,
+    fencecheck_argv,
+    processes_matching,
+    run_fencecheck,
+    stopped_processes,
+)
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 
@@ -20,8 +26,7 @@ DAMAGE = {"stale-write-accepted", "interleaved-writes", "lost-update"}
 
 
 def run(store: Path, *args: str, timeout: float = 120) -> tuple[int, dict[str, object], Path]:
-    r = subprocess.run(fencecheck_argv("run", "--store", str(store), *args),
-                       capture_output=True, text=True, timeout=timeout)
+    r = run_fencecheck("run", "--store", str(store), *args, timeout=timeout)
     assert r.returncode in (0, 1, 2), r.stdout + r.stderr
     runs = [p.resolve() for p in store.glob("*/latest")]
     assert len(runs) == 1
@@ -95,15 +100,14 @@ def test_signal_mid_pause_heals_tears_down_and_keeps_history(
         if proc.poll() is None:  # the test failed before the signal: do not leave the run behind
             proc.kill()
             proc.wait()
-            subprocess.run(fencecheck_argv("teardown", "--all"), capture_output=True, timeout=120)
+            run_fencecheck("teardown", "--all", timeout=120)
     assert proc.returncode == 128 + sig, out + err
     assert "Traceback" not in err
     run_dir = next(tmp_path.glob("*/latest")).resolve()
     assert not fc_namespaces(run_id(run_dir))
     assert not processes_matching(str(tmp_path))  # workers, store: all gone
     assert not processes_matching("10.77.0.")  # redis-server titles itself with its address
-    check = subprocess.run(fencecheck_argv("check", str(run_dir / "history.jsonl")),
-                           capture_output=True, text=True, timeout=60)
+    check = run_fencecheck("check", str(run_dir / "history.jsonl"), timeout=60)
     assert check.returncode in (0, 1, 2), check.stderr
 
 
@@ -125,9 +129,21 @@ def test_teardown_after_sigkill_leaves_nothing(tmp_path: Path) -> None:
         proc.wait()
     rid = run_id(next(tmp_path.glob("*/latest")).resolve())
     assert fc_namespaces(rid), "the killed run should have left its namespaces"
-    r = subprocess.run(fencecheck_argv("teardown", "--all"), capture_output=True, text=True,
-                       timeout=120)
+    r = run_fencecheck("teardown", "--all", timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert not fc_namespaces(rid)
     assert not processes_matching(str(tmp_path))  # workers, store: all gone
     assert not processes_matching("10.77.0.")  # redis-server titles itself with its address
+
+
+def test_a_run_the_test_gives_up_on_is_stopped_and_torn_down(tmp_path: Path) -> None:
+    # tests run `fencecheck run` through run_fencecheck: a timeout must not leave the run's
+    # namespaces and redis-server behind, as subprocess.run's SIGKILL of the child alone did
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_fencecheck("run", "--store", str(tmp_path), "--time-limit", "60", "--seed", "3",
+                       timeout=8)
+    run_dir = next(tmp_path.glob("*/latest")).resolve()
+    assert not fc_namespaces(run_id(run_dir))
+    assert not processes_matching(str(tmp_path))
+    assert not processes_matching("10.77.0.")
+    assert (run_dir / "history.jsonl").exists()  # and what was recorded is kept

@@ -23,7 +23,7 @@ from fencecheck.clusters.services.redis import RedisService
 from fencecheck.clusters.services.zookeeper import ZookeeperService
 from tests.clusters.test_docker import ensure_node_image, free_subnet, left_by
 from tests.clusters.test_ssh import SshdHosts, sshd_hosts
-from tests.conftest import fencecheck_argv
+from tests.conftest import fencecheck_argv, run_fencecheck
 
 DAMAGE = {"stale-write-accepted", "interleaved-writes", "lost-update"}
 UNFENCED_REDIS = ("--fencing", "off", "--nemesis", "pause", "--pause-target", "holder",
@@ -33,8 +33,7 @@ FENCED_ETCD = ("--backend", "etcd", "--fencing", "on", "--nemesis", "partition",
 
 
 def run(store: Path, *args: str, timeout: float = 180) -> tuple[int, dict[str, Any], Path, str]:
-    r = subprocess.run(fencecheck_argv("run", "--store", str(store), *args),
-                       capture_output=True, text=True, timeout=timeout)
+    r = run_fencecheck("run", "--store", str(store), *args, timeout=timeout)
     assert r.returncode in (0, 1, 2), r.stdout + r.stderr
     runs = [p.resolve() for p in store.glob("*/latest")]
     assert len(runs) == 1
@@ -196,7 +195,7 @@ def test_ssh_unknown_host_key_is_refused_with_a_clear_message(sshd4: SshdHosts,
     args = ["run", "--store", str(tmp_path / "store"), "--runtime", "ssh", "--hosts",
             ",".join(sshd4.addresses), "--ssh-key", str(sshd4.key), "--known-hosts", str(empty),
             "--time-limit", "2"]
-    r = subprocess.run(fencecheck_argv(*args), capture_output=True, text=True, timeout=120)
+    r = run_fencecheck(*args, timeout=120)
     assert r.returncode == 3, r.stdout + r.stderr
     text = " ".join((r.stdout + r.stderr).split())
     assert sshd4.addresses[0] in text and "--ssh-accept-unknown" in text, text

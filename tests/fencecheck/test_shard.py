@@ -36,7 +36,7 @@ from fencecheck.shard import (
     select,
     write_manifest,
 )
-from tests.conftest import fencecheck_argv
+from tests.conftest import run_fencecheck
 
 BACKENDS = ("redis", "redlock", "etcd", "zookeeper", "redis-sentinel")
 
@@ -155,8 +155,7 @@ expect = "must-find"
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run(fencecheck_argv(*args), capture_output=True, text=True, timeout=300,
-                          env=env)
+    return run_fencecheck(*args, timeout=300, env=env)
 
 
 def _rows_of(out: Path) -> list[tuple[str, str, bool, list[tuple[int, str]]]]:

@@ -5,7 +5,6 @@ so far, and a run folder that cannot be shrunk is one line, exit 3."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from hypothesis import strategies as st
 
 from fencecheck.schedule import HOLDER, Step
 from fencecheck.shrink import BudgetSpent, ddmin, subset
-from tests.conftest import fencecheck_argv
+from tests.conftest import run_fencecheck
 
 
 @settings(max_examples=200, deadline=None)
@@ -57,16 +56,14 @@ def test_removed_steps_keep_the_rest_at_their_recorded_times() -> None:
 
 def test_shrink_of_a_run_without_violations_is_exit_3(tmp_path: Path) -> None:
     (tmp_path / "results.json").write_text(json.dumps({"checks": {"c": {"violations": []}}}))
-    r = subprocess.run(fencecheck_argv("shrink", str(tmp_path)), capture_output=True, text=True,
-                       timeout=60)
+    r = run_fencecheck("shrink", str(tmp_path), timeout=60)
     assert r.returncode == 3, r.stdout + r.stderr
     assert "found no violations" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("missing", ["results.json"])
 def test_shrink_of_a_folder_that_is_no_run_is_exit_3(tmp_path: Path, missing: str) -> None:
-    r = subprocess.run(fencecheck_argv("shrink", str(tmp_path)), capture_output=True, text=True,
-                       timeout=60)
+    r = run_fencecheck("shrink", str(tmp_path), timeout=60)
     assert r.returncode == 3 and missing in r.stderr, r.stderr
 
 
@@ -76,18 +73,16 @@ def test_shrink_of_a_folder_that_is_no_run_is_exit_3(tmp_path: Path, missing: st
 def test_shrink_of_an_unfenced_pause_run_ends_with_fewer_faults_of_the_same_kind(
         tmp_path: Path) -> None:
     store = tmp_path / "store"
-    r = subprocess.run(fencecheck_argv(
-        "run", "--backend", "redis", "--nemesis", "pause", "--fencing", "off", "--time-limit",
-        "10", "--lease-ms", "1000", "--concurrency", "4", "--seed", "3", "--interval", "0.5,1",
-        "--store", str(store)), capture_output=True, text=True, timeout=240)
+    r = run_fencecheck("run", "--backend", "redis", "--nemesis", "pause", "--fencing", "off",
+                       "--time-limit", "10", "--lease-ms", "1000", "--concurrency", "4", "--seed",
+                       "3", "--interval", "0.5,1", "--store", str(store), timeout=240)
     assert r.returncode == 1, r.stdout + r.stderr
     original = next(store.glob("*/2*"))
     recorded = json.loads((original / "schedule.json").read_text())["steps"]
     assert len(recorded) >= 2, recorded  # several pauses, each past the lease
     out = tmp_path / "shrunk"
-    r = subprocess.run(fencecheck_argv("shrink", str(original), "--store", str(store), "--out",
-                                       str(out), "--tries", "2", "--budget", "400"),
-                       capture_output=True, text=True, timeout=560)
+    r = run_fencecheck("shrink", str(original), "--store", str(store), "--out", str(out), "--tries",
+                       "2", "--budget", "400", timeout=560)
     assert r.returncode == 0, r.stdout + r.stderr
     summary = json.loads((out / "shrink.json").read_text())
     shrunk = json.loads((out / "schedule.json").read_text())["steps"]

@@ -10,13 +10,12 @@ more seeds, since fault timing is chance; a must-not test never retries.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from fencecheck.workloads.clients.build import NotBuilt, command
-from tests.conftest import fencecheck_argv
+from tests.conftest import run_fencecheck
 from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
@@ -87,11 +86,9 @@ def test_etcd_go_fenced_survives_pause_partition_kill(tmp_path: Path) -> None:
 
 
 def test_a_client_that_is_not_built_says_how_to_build_it(tmp_path: Path) -> None:
-    r = subprocess.run(fencecheck_argv("run", "--store", str(tmp_path / "store"), "--backend",
-                                       "etcd", "--client", "etcd-go"),
-                       capture_output=True, text=True, timeout=60,
-                       env={**os.environ,
-                            "FENCECHECK_CLIENT_CACHE": str(tmp_path / "empty")})
+    r = run_fencecheck("run", "--store", str(tmp_path / "store"), "--backend", "etcd", "--client",
+                       "etcd-go", timeout=60,
+                       env={**os.environ, "FENCECHECK_CLIENT_CACHE": str(tmp_path / "empty")})
     assert r.returncode == 3, r.stdout + r.stderr
     assert "bash scripts/build-clients.sh etcd-go" in r.stderr.replace("\n", "")
     assert "Traceback" not in r.stderr

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +12,18 @@ import pytest
 from fencecheck import backends
 from fencecheck.checker.history import load_ops
 from fencecheck.checker.jobs import check_jobs
-from tests.conftest import fc_namespaces, fencecheck_argv, processes_matching, stopped_processes
+from tests.conftest import (
+    fc_namespaces,
+    processes_matching,
+    run_fencecheck,
+    stopped_processes,
+)
 
 pytestmark = pytest.mark.netns
 
 
 def run(store: Path, *args: str, timeout: float = 150) -> tuple[int, dict[str, Any], Path]:
-    r = subprocess.run(fencecheck_argv("run", "--store", str(store), *args),
-                       capture_output=True, text=True, timeout=timeout)
+    r = run_fencecheck("run", "--store", str(store), *args, timeout=timeout)
     assert r.returncode in (0, 1, 2), r.stdout + r.stderr
     runs = [p.resolve() for p in store.glob("*/latest")]
     assert len(runs) == 1

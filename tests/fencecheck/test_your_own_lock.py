@@ -8,13 +8,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, fc_namespaces
+from tests.conftest import REPO, fc_namespaces, run_cmd
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 
@@ -47,8 +46,7 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
             (tmp_path / m[1]).write_text(text)
         elif lang == "sh":
             want = re.search(r"^# expect exit (\d)", text, re.M)
-            r = subprocess.run(["bash", "-c", text], cwd=tmp_path, env=env, capture_output=True,
-                               text=True, timeout=300)
+            r = run_cmd(["bash", "-c", text], cwd=tmp_path, env=env, timeout=300)
             assert "Traceback" not in r.stderr, r.stderr
             assert r.returncode == (int(want[1]) if want else 0), \
                 f"{text}\n-> exit {r.returncode}\n{r.stdout}\n{r.stderr}"

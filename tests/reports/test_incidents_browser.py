@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from fencecheck.checker.names import fault_target, load_names
-from tests.conftest import fc_namespaces, fencecheck_argv, stopped_processes
+from tests.conftest import fc_namespaces, run_fencecheck, stopped_processes
 from tests.reports.conftest import ARTIFACTS, Browser
 
 pytestmark = [pytest.mark.netns, pytest.mark.browser]
@@ -22,10 +21,8 @@ pytestmark = [pytest.mark.netns, pytest.mark.browser]
 @pytest.fixture(scope="module")
 def unfenced_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     store = tmp_path_factory.mktemp("incidents") / "store"
-    r = subprocess.run(
-        fencecheck_argv("run", "--store", str(store), "--fencing", "off", "--nemesis", "pause",
-                        "--time-limit", "12", "--lease-ms", "1000", "--seed", "1"),
-        capture_output=True, text=True, timeout=180)
+    r = run_fencecheck("run", "--store", str(store), "--fencing", "off", "--nemesis", "pause",
+                       "--time-limit", "12", "--lease-ms", "1000", "--seed", "1", timeout=180)
     assert r.returncode == 1, r.stdout + r.stderr
     (run_dir,) = [p.resolve() for p in store.glob("*/latest")]
     run_id = json.loads((run_dir / "test.json").read_text())["run_id"]

@@ -24,7 +24,7 @@ import pytest
 from fencecheck.workloads.base import DefiniteFailure, Indeterminate
 from fencecheck.workloads.clients.build import NotBuilt, command
 from fencecheck.workloads.stdio_client import StdioClient
-from tests.conftest import REPO, fc_namespaces, fencecheck_argv, processes_matching
+from tests.conftest import REPO, fc_namespaces, processes_matching, run_fencecheck
 from tests.workloads.conftest import Server
 
 SCHEMAS = REPO / "workloads" / "clients" / "schema"
@@ -171,9 +171,8 @@ def test_fail_is_definite_and_unknown_commands_are_refused(tmp_path: Path) -> No
         assert e.value.error == "busy" and client.restarts == 0
     finally:
         client.close()
-    code = subprocess.run(fencecheck_argv("run", "--client-cmd", "no-such-lock-program x",
-                                          "--store", str(tmp_path / "store")),
-                          capture_output=True, text=True, timeout=60)
+    code = run_fencecheck("run", "--client-cmd", "no-such-lock-program x", "--store",
+                          str(tmp_path / "store"), timeout=60)
     assert code.returncode == 3 and "no-such-lock-program" in code.stderr
     assert "Traceback" not in code.stderr
 
@@ -207,11 +206,9 @@ def test_a_run_with_a_misbehaving_program_is_checked_and_torn_down(mode: str,
     wrapper = tmp_path / "bad.py"
     wrapper.write_text(WRAPPER)
     store = tmp_path / "store"
-    r = subprocess.run(fencecheck_argv(
-        "run", "--backend", "redis", "--nemesis", "none", "--time-limit", "10", "--seed", "1",
-        "--store", str(store), "--name", mode, "--concurrency", "3",
-        "--client-cmd", f"{sys.executable} {wrapper} {mode} {example}"),
-        capture_output=True, text=True, timeout=180)
+    r = run_fencecheck("run", "--backend", "redis", "--nemesis", "none", "--time-limit", "10",
+                       "--seed", "1", "--store", str(store), "--name", mode, "--concurrency", "3",
+                       "--client-cmd", f"{sys.executable} {wrapper} {mode} {example}", timeout=180)
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode == 0, r.stdout + r.stderr  # no faults: the lock is fine, so valid
     run_dir = (store / mode / "latest").resolve()
