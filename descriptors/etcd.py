@@ -21,7 +21,7 @@ BACKEND = BackendDescriptor(
         ClientDescriptor("etcd3", "fencecheck.workloads.pylib_clients:Etcd3Client", token=None),
         # etcd's Go concurrency.Election, a program built by scripts/build-clients.sh
         ClientDescriptor("etcd-go-election",
-                         "fencecheck.workloads.third_party_go_jvm:EtcdGoElectionClient",
+                         "fencecheck.workloads.third_party:EtcdGoElectionClient",
                          token="the leader key's create revision",
                          workloads=frozenset({"leader"})),
     ),

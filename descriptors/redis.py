@@ -31,14 +31,14 @@ BACKEND = BackendDescriptor(
         ClientDescriptor("python-redis-lock",
                          "fencecheck.workloads.pylib_clients:PythonRedisLockClient", token=None),
         # Redisson's RLock and RFencedLock (watchdog renewal), built by scripts/build-clients.sh
-        ClientDescriptor("redisson", "fencecheck.workloads.third_party_go_jvm:RedissonClient",
+        ClientDescriptor("redisson", "fencecheck.workloads.third_party:RedissonClient",
                          token=None, workloads=frozenset({"lock"})),
         ClientDescriptor("redisson-fenced",
-                         "fencecheck.workloads.third_party_go_jvm:RedissonFencedClient",
+                         "fencecheck.workloads.third_party:RedissonFencedClient",
                          token="RFencedLock's fencing token (INCR per grant)",
                          workloads=frozenset({"lock"})),
         # ShedLock's Redis provider (scheduled jobs run once), built by scripts/build-clients.sh
-        ClientDescriptor("shedlock", "fencecheck.workloads.third_party_go_jvm:ShedLockClient",
+        ClientDescriptor("shedlock", "fencecheck.workloads.third_party:ShedLockClient",
                          token=None, workloads=frozenset({"cron"})),
     ),
     token="setnx: yes",

@@ -20,7 +20,7 @@ BACKEND = BackendDescriptor(
         ClientDescriptor("aioredlock", "fencecheck.workloads.pylib_clients:AioredlockClient",
                          token=None),
         # go-redsync (Redlock in Go), a program built by scripts/build-clients.sh
-        ClientDescriptor("go-redsync", "fencecheck.workloads.third_party_go_jvm:GoRedsyncClient",
+        ClientDescriptor("go-redsync", "fencecheck.workloads.third_party:GoRedsyncClient",
                          token=None, workloads=frozenset({"lock"})),
     ),
     token="none",

@@ -23,10 +23,10 @@ BACKEND = BackendDescriptor(
                          token="INCR on the primary (lost with the primary's unreplicated writes)"),
         # Redisson's RLock and RFencedLock through the sentinels, built by build-clients.sh
         ClientDescriptor("redisson",
-                         "fencecheck.workloads.third_party_go_jvm:RedissonClient",
+                         "fencecheck.workloads.third_party:RedissonClient",
                          token=None, workloads=frozenset({"lock"})),
         ClientDescriptor("redisson-fenced",
-                         "fencecheck.workloads.third_party_go_jvm:RedissonFencedClient",
+                         "fencecheck.workloads.third_party:RedissonFencedClient",
                          token="RFencedLock's fencing token (INCR on the primary)",
                          workloads=frozenset({"lock"})),
     ),

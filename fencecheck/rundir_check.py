@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -37,26 +35,15 @@ def history_inside(run_dir: Path) -> Path:
     return target
 
 
-def _replace(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)  # replaces a link itself, never its target
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def rewrite(run_dir: Path, results: dict[str, Any]) -> str | None:
     """Write results.json, then report.html from it; returns a warning if the report could not
     be made (the stale one is removed then)."""
-    _replace(run_dir / "results.json", json.dumps(results, indent=2) + "\n")
+    from fencecheck.reports.html import write_atomic, write_report
+
+    # a rename of a new file: a link in results.json's place is replaced, not written through
+    write_atomic(run_dir / "results.json", json.dumps(results, indent=2) + "\n")
     report = run_dir / "report.html"
     try:
-        from fencecheck.reports.html import write_report
-
         write_report(run_dir)
         return None
     except Exception as e:  # the report is a view of the results: never keep a stale one

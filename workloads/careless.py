@@ -20,8 +20,6 @@ lock's value (`<token>:<owner>`).
 
 from __future__ import annotations
 
-import secrets
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,21 +89,10 @@ class CarelessSetnxClient(SetnxClient):
         super().__init__(options)
         self.careless = careless_steps(options)
 
-    def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
-        lock_key, token_key = self._keys(lock)
-        owner = secrets.token_hex(16)
-        deadline = time.monotonic() + timeout_s
-        r = self._redis.client
-        while True:
-            token = self._redis.call(
-                lambda: r.eval(ACQUIRE_TAGGED_LUA, 2, lock_key, token_key, owner, int(lease_ms))
-            )
-            if token is not None:
-                return Grant(lock, int(token), lease_ms, handle=f"{int(token)}:{owner}")
-            now = time.monotonic()
-            if now >= deadline:
-                raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-            time.sleep(min(self.poll_s, deadline - now))
+    acquire_script = ACQUIRE_TAGGED_LUA
+
+    def _handle(self, token: int, owner: str) -> str:
+        return f"{token}:{owner}"  # the lock's value, which the owner checks compare with
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         if "renew-without-owner" not in self.careless:

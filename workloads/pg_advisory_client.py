@@ -44,7 +44,6 @@ import contextlib
 import hashlib
 import logging
 import math
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,6 +51,7 @@ import psycopg
 
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
 from fencecheck.workloads.pg_resource import dsn_from
+from fencecheck.workloads.polling import poll
 
 log = logging.getLogger(__name__)
 
@@ -178,19 +178,16 @@ class PgAdvisoryClient:
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         key = lock_key(lock)
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def attempt() -> tuple[int | None] | None:
             self._session(lease_ms)
             if self.counter:
                 rows = self._execute(TRY_LOCK_COUNTER, {"k": key, "lock": lock}, "acquire")
-                if rows:
-                    return Grant(lock, int(rows[0][0]), lease_ms, key)
-            elif self._execute(TRY_LOCK, {"k": key}, "acquire")[0][0]:
-                return Grant(lock, None, lease_ms, key)
-            now = time.monotonic()
-            if now >= deadline:
-                raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-            time.sleep(min(self.poll_s, deadline - now))
+                return (int(rows[0][0]),) if rows else None
+            return (None,) if self._execute(TRY_LOCK, {"k": key}, "acquire")[0][0] else None
+
+        (token,), sent = poll(lock, timeout_s, attempt, self.poll_s)
+        return Grant(lock, token, lease_ms, key, attempt_ns=sent)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         key = int(grant.handle)

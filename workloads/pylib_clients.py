@@ -26,13 +26,13 @@ import contextlib
 import math
 import os
 import threading
-import time
 from collections.abc import Coroutine, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 from fencecheck.workloads import options as opts
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
+from fencecheck.workloads.polling import poll
 from fencecheck.workloads.redis_clients import RedisConn
 
 T = TypeVar("T")
@@ -59,16 +59,12 @@ class PythonRedisLockClient:
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         handle = self._lib.Lock(self._redis.client, f"{self.prefix}{lock}",
                                 expire=max(1, math.ceil(lease_ms / 1000)), auto_renewal=True)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            # blocking=False: one SET NX per call. The library's blocking wait is a BLPOP that
-            # outlives the socket timeout, which would turn every wait into an `info`.
-            if self._redis.call(lambda: handle.acquire(blocking=False)):
-                return Grant(lock, None, lease_ms, handle)
-            now = time.monotonic()
-            if now >= deadline:
-                raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-            time.sleep(min(self.poll_s, deadline - now))
+        # blocking=False: one SET NX per call. The library's blocking wait is a BLPOP that
+        # outlives the socket timeout, which would turn every wait into an `info`.
+        _, sent = poll(lock, timeout_s,
+                       lambda: self._redis.call(lambda: handle.acquire(blocking=False)) or None,
+                       self.poll_s)
+        return Grant(lock, None, lease_ms, handle, attempt_ns=sent)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         handle = grant.handle
@@ -144,17 +140,15 @@ class AioredlockClient:
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         manager = self._manager(lease_ms)
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def attempt() -> Any:
             try:
-                handle = self._run(manager.lock(f"{self.prefix}{lock}"))
-                return Grant(lock, None, lease_ms, (manager, handle))
-            except DefiniteFailure:
-                pass
-            now = time.monotonic()
-            if now >= deadline:
-                raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-            time.sleep(min(self.poll_s, deadline - now))
+                return self._run(manager.lock(f"{self.prefix}{lock}"))
+            except DefiniteFailure:  # held (LockAcquiringError)
+                return None
+
+        handle, sent = poll(lock, timeout_s, attempt, self.poll_s)
+        return Grant(lock, None, lease_ms, (manager, handle), attempt_ns=sent)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         manager, handle = grant.handle
@@ -214,14 +208,9 @@ class Etcd3Client:
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         handle = self.client.lock(f"{self.prefix}{lock}", ttl=max(1, math.ceil(lease_ms / 1000)))
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self._call(lambda: _etcd3_attempt(handle)):
-                return Grant(lock, None, lease_ms, handle)
-            now = time.monotonic()
-            if now >= deadline:
-                raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-            time.sleep(min(self.poll_s, deadline - now))
+        _, sent = poll(lock, timeout_s, lambda: self._call(lambda: _etcd3_attempt(handle)) or None,
+                       self.poll_s)
+        return Grant(lock, None, lease_ms, handle, attempt_ns=sent)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         handle = grant.handle

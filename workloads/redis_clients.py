@@ -20,7 +20,6 @@ import contextlib
 import inspect
 import logging
 import secrets
-import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -40,6 +39,7 @@ from redis.retry import Retry
 
 from fencecheck.workloads import options as opts
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
+from fencecheck.workloads.polling import poll
 
 log = logging.getLogger(__name__)
 
@@ -172,26 +172,25 @@ class SetnxClient:
         self.poll_s = float(options.get("poll_ms", 5)) / 1000.0
         self.prefix = str(options.get("key_prefix", "fc:"))
 
+    # what acquire runs (KEYS: lock, token counter; ARGV: owner, lease_ms; returns the token)
+    # and the handle it keeps: subclasses that store more in the lock's value change both
+    acquire_script = ACQUIRE_LUA
+
+    def _handle(self, token: int, owner: str) -> str:
+        return owner
+
     def _keys(self, lock: str) -> tuple[str, str]:
         return f"{self.prefix}lock:{lock}", f"{self.prefix}token:{lock}"
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         lock_key, token_key = self._keys(lock)
         owner = secrets.token_hex(16)
-        deadline = time.monotonic() + timeout_s
         r = self._redis.client
-        while True:
-            sent = time.monotonic_ns()
-            token = self._redis.call(
-                lambda: r.eval(ACQUIRE_LUA, 2, lock_key, token_key, owner, int(lease_ms))
-            )
-            if token is not None:
-                return Grant(lock=lock, token=int(token), lease_ms=lease_ms, handle=owner,
-                             attempt_ns=sent)
-            now = time.monotonic()
-            if now >= deadline:
-                raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-            time.sleep(min(self.poll_s, deadline - now))
+        token, sent = poll(lock, timeout_s, lambda: self._redis.call(
+            lambda: r.eval(self.acquire_script, 2, lock_key, token_key, owner, int(lease_ms))
+        ), self.poll_s)
+        return Grant(lock=lock, token=int(token), lease_ms=lease_ms,
+                     handle=self._handle(int(token), owner), attempt_ns=sent)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         lock_key, _ = self._keys(grant.lock)
@@ -236,15 +235,9 @@ class RedisPyClient:
             thread_local=False,
         )
         # Lock's own blocking loop, spelled out so that the winning attempt's send time is known
-        deadline = time.monotonic() + max(timeout_s, 0.0)
-        while True:
-            sent = time.monotonic_ns()
-            if self._redis.call(handle.acquire):
-                return Grant(lock=lock, token=None, lease_ms=lease_ms, handle=handle,
-                             attempt_ns=sent)
-            if time.monotonic() + self.poll_s > deadline:
-                raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-            time.sleep(self.poll_s)
+        _, sent = poll(lock, timeout_s, lambda: self._redis.call(handle.acquire) or None,
+                       self.poll_s)
+        return Grant(lock=lock, token=None, lease_ms=lease_ms, handle=handle, attempt_ns=sent)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         handle: Lock = grant.handle

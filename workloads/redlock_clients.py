@@ -43,6 +43,7 @@ from redis.exceptions import RedisError
 
 from fencecheck.workloads import options as opts
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
+from fencecheck.workloads.polling import poll
 from fencecheck.workloads.redis_clients import RELEASE_LUA, RENEW_LUA, make_redis
 
 log = logging.getLogger(__name__)
@@ -203,22 +204,17 @@ class PotteryRedlockClient:
         )
         # pottery's own blocking loop (non-blocking tries, a random delay up to its retry delay
         # between them), spelled out so that the winning attempt's send time is known
-        deadline = time.monotonic() + max(timeout_s, 0.0)
-        while True:
-            sent = time.monotonic_ns()
+        def attempt() -> bool | None:
             try:
-                got = rl.acquire(blocking=False)
+                return rl.acquire(blocking=False) or None
             except QuorumIsImpossible as e:  # pottery has already released what it got
                 raise DefiniteFailure("no-quorum", str(e)) from e
             except RedisError as e:  # pottery catches per-master errors; this is anything else
                 raise Indeterminate("error", f"{type(e).__name__}: {e}") from e
-            if got:
-                return Grant(lock=lock, token=None, lease_ms=lease_ms, handle=rl,
-                             attempt_ns=sent)
-            now = time.monotonic()
-            if now >= deadline:
-                raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-            time.sleep(min(random.uniform(0, Redlock._RETRY_DELAY), deadline - now))
+
+        _, sent = poll(lock, timeout_s, attempt,
+                       lambda: random.uniform(0, Redlock._RETRY_DELAY))
+        return Grant(lock=lock, token=None, lease_ms=lease_ms, handle=rl, attempt_ns=sent)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         rl: Redlock = grant.handle

@@ -1,7 +1,21 @@
 """The shipped third-party lock libraries, each a `StdioClient` running its built program
-(workloads/clients/build.py): `node-redlock` (npm redlock + ioredis), `curator` (Apache Curator's
-InterProcessMutex) and `etcd-go` (etcd's client/v3/concurrency Mutex). `check_ready` refuses a
-client that cannot start, before a run creates anything."""
+(workloads/clients/build.py; built by scripts/build-clients.sh). `check_ready` refuses a client
+that cannot start, before a run creates anything.
+
+- `node-redlock` (npm redlock + ioredis), `curator` (Apache Curator's InterProcessMutex; token =
+  the lock node's czxid), `etcd-go` (etcd's client/v3/concurrency Mutex; token = the key's create
+  revision).
+- `go-redsync`: github.com/go-redsync/redsync/v4 (Redlock in Go) over go-redis v9; no token.
+- `etcd-go-election`: etcd's Go concurrency Election, for the `leader` workload; the term
+  (token) is the leader key's create revision.
+- `redisson` / `redisson-fenced`: Redisson's RLock (no token) and RFencedLock (its fencing token),
+  both renewed by Redisson's lock watchdog, on `redis`, and on `redis-sentinel` through the
+  sentinels (the program's Sentinel mode, chosen by the `service_name` option that backend gives
+  its clients).
+- `shedlock`: ShedLock's Redis provider (Spring Data Redis + Jedis), for the `cron` workload: the
+  lease is lockAtMostFor, the client option `lock_at_least_ms` its lockAtLeastFor; no renewal,
+  no token.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +51,36 @@ class EtcdGoClient(_Shipped):
     """etcd's Go concurrency.Mutex; token = the lock key's create revision."""
 
     name = build_name = "etcd-go"
+
+
+class GoRedsyncClient(_Shipped):
+    """go-redsync's Mutex over every master of `redlock`; no token."""
+
+    name = build_name = "go-redsync"
+
+
+class EtcdGoElectionClient(_Shipped):
+    """etcd's Go concurrency.Election; token = the leader key's create revision."""
+
+    name = build_name = "etcd-go-election"
+
+
+class RedissonClient(_Shipped):
+    """Redisson's RLock with its watchdog renewal; no token."""
+
+    name = build_name = "redisson"
+
+
+class RedissonFencedClient(_Shipped):
+    """Redisson's RFencedLock with its watchdog renewal; token = its fencing token."""
+
+    name = build_name = "redisson-fenced"
+
+
+class ShedLockClient(_Shipped):
+    """ShedLock's RedisLockProvider: lockAtMostFor = the lease; no renewal, no token."""
+
+    name = build_name = "shedlock"
 
 
 def check_ready(client: str, options: Mapping[str, Any]) -> None:

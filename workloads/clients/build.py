@@ -88,7 +88,7 @@ BUILDS: dict[str, ClientBuild] = {
                     "."]],
         lambda d: [str(d / "etcd-client")],
         "go build v1"),
-    # issue 19: Go and JVM lock libraries (workloads/third_party_go_jvm.py)
+    # issue 19: Go and JVM lock libraries (workloads/third_party.py)
     "go-redsync": ClientBuild(
         "go-redsync", "go/redsync",
         lambda d: [["go", "build", "-mod=readonly", "-trimpath", "-o",
