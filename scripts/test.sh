@@ -4,15 +4,32 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# The third-party lock clients the tests drive (cached by source hash: a no-op when built).
-bash scripts/build-clients.sh
+# The third-party lock clients and servers the tests drive (cached by source hash: a no-op when
+# built). On a fresh machine these are minutes of compiling while the node image below is minutes
+# of downloading, so they run side by side; the build's log is shown when it ends.
+builds_log=$(mktemp)
+bash scripts/build-clients.sh >"$builds_log" 2>&1 &
+builds=$!
+trap 'kill "$builds" 2>/dev/null || true; rm -f "$builds_log"' EXIT
 .venv/bin/ruff check .
 .venv/bin/mypy
-bash scripts/dockerd.sh start
-trap 'bash scripts/dockerd.sh stop || true' EXIT
+# Stop dockerd at the end only if this run started it (one already running may serve others).
+dockerd_said=$(bash scripts/dockerd.sh start)
+echo "$dockerd_said"
+case "$dockerd_said" in
+  *started*)
+    trap 'kill "$builds" 2>/dev/null || true; rm -f "$builds_log"; bash scripts/dockerd.sh stop || true' EXIT ;;
+esac
 # The docker runtime's node image: built once per machine (debootstrap + docker import where no
 # registry can be reached), then cached by content hash.
 .venv/bin/python -m fencecheck.clusters.runtimes.image
+builds_rc=0
+wait "$builds" || builds_rc=$?
+cat "$builds_log"
+if [ "$builds_rc" != 0 ]; then
+  echo "test.sh: scripts/build-clients.sh failed (exit $builds_rc)" >&2
+  exit "$builds_rc"
+fi
 set +e
 .venv/bin/pytest --durations=25 "$@"
 rc=$?
