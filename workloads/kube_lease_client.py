@@ -29,8 +29,9 @@ Options (besides `endpoints`, `worker`, `op_timeout_s`; the backend gives the `k
 `k8s_token`, `k8s_ca_file`, `k8s_namespace` (default "default"); the library's settings, in
 seconds: `lease_duration` (default: the run's lease, rounded up to whole seconds; never shorter,
 or the history would claim a longer hold than the Lease gives), `renew_deadline` (default 2/3
-of it), `retry_period` (default 1, the library's minimum). The worker talks to
-`endpoints[worker % len(endpoints)]`.
+of it, and above the library's floor of 1.2 retry periods), `retry_period` (default 1, the
+library's minimum). The library refuses a lease_duration under 2 s (no renew_deadline fits).
+The worker talks to `endpoints[worker % len(endpoints)]`.
 """
 
 from __future__ import annotations
@@ -137,9 +138,13 @@ class KubernetesPythonClient:
         self.namespace = str(options.get("k8s_namespace", "default"))
         self.timeout_s = opts.op_timeout_s(options)
         self.api = _LeaseApi(client.CoordinationV1Api(client.ApiClient(conf)), self.timeout_s)
-        self.lease_duration_s = _seconds(options, "lease_duration")
+        duration = _seconds(options, "lease_duration")
+        self.lease_duration_s = None if duration is None else int(duration)
+        if duration is not None and duration != self.lease_duration_s:
+            raise WorkloadError("kubernetes-python: lease_duration must be whole seconds "
+                                "(the Lease's leaseDurationSeconds)")
         self.renew_deadline_s = _seconds(options, "renew_deadline")
-        self.retry_period_s = _seconds(options, "retry_period") or 1
+        self.retry_period_s = _seconds(options, "retry_period") or 1.0
         self.prefix = f"fc-{options.get('worker', 0)}-{os.getpid()}"
 
     # -- LockClient
@@ -150,7 +155,7 @@ class KubernetesPythonClient:
         def attempt() -> Any:
             return self._step(term, "acquire")
 
-        written, sent = poll(lock, timeout_s, attempt, float(self.retry_period_s))
+        written, sent = poll(lock, timeout_s, attempt, self.retry_period_s)
         return Grant(lock, _token(written), lease_ms, term, attempt_ns=sent)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
@@ -192,7 +197,9 @@ class KubernetesPythonClient:
             raise WorkloadError(f"kubernetes-python: lease_duration {duration} s is shorter than "
                                 f"the run's lease ({lease_ms} ms): the history would claim a "
                                 "longer hold than the Lease gives")
-        deadline = self.renew_deadline_s or max(1, duration * 2 // 3)
+        # client-go's proportions (15/10/2 s), kept above the library's floor of 1.2 retries
+        deadline = self.renew_deadline_s or max(duration * 2 / 3,
+                                                (duration + 1.2 * self.retry_period_s) / 2)
         identity = f"{self.prefix}-{uuid.uuid4().hex[:8]}"
         lease_lock = lock_cls(lock, self.namespace, identity)
         lease_lock.api_instance = self.api
@@ -230,15 +237,14 @@ class KubernetesPythonClient:
         return result
 
 
-def _seconds(options: Mapping[str, Any], key: str) -> int | None:
+def _seconds(options: Mapping[str, Any], key: str) -> float | None:
     raw = options.get(key)
     if raw is None:
         return None
     try:
-        value = int(raw)
+        value = float(raw)
     except (TypeError, ValueError):
-        raise WorkloadError(f"kubernetes-python: {key} must be whole seconds, not {raw!r}") \
-            from None
+        raise WorkloadError(f"kubernetes-python: {key} must be seconds, not {raw!r}") from None
     if value < 1:
         raise WorkloadError(f"kubernetes-python: {key} must be >= 1 s")
     return value

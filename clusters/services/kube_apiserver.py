@@ -176,6 +176,9 @@ class KubeApiserverService(NodeDaemons):
             "--authorization-mode=RBAC",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--profiling=false",
+            # As kubeadm and the managed clusters set it: the nightly's Job runs privileged pods
+            # (the default, false, refuses them, even in a dry run).
+            "--allow-privileged=true",
             # No Service endpoints to keep (there are no nodes or pods); the reconciler would
             # also refuse loopback addresses, which the tests' nodes use.
             "--endpoint-reconciler-type=none",
