@@ -37,12 +37,15 @@ class Need:
 @dataclass(frozen=True, slots=True)
 class ClientDescriptor:
     """A lock client a worker can build: `spec` is its "module:Class", constructed with one
-    argument, the options mapping. `token` says what its grants' token means (None: no token)."""
+    argument, the options mapping. `token` says what its grants' token means (None: no token).
+    `settings_check`: a "module:function" called with (client options, lease_ms) before a run
+    creates anything; a WorkloadError it raises (settings its library refuses) is exit 3."""
 
     name: str
     spec: str
     token: str | None = "a fencing token"
     workloads: frozenset[str] = frozenset({"lock", "leader", "cron"})
+    settings_check: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +56,9 @@ class BackendDescriptor:
     in `service_args` (a subset of "persistence", "env_for", "ledger"): declared, never guessed.
     `clients`: the clients that drive it, the default first. `capabilities`: what faults may
     rely on (PAUSE, KILL, CLOCK, FAILOVER). `clock_refusal`: why CLOCK is missing, shown when a
-    clock fault is refused. `version_argv`: prints the server's version on its first line."""
+    clock fault is refused. `version_argv`: prints the server's version on its first line.
+    `preflight`: a "module:function" called before a run creates anything; a ClusterError it
+    raises (a server binary that is not built, with the command that builds it) is exit 3."""
 
     name: str
     summary: str
@@ -69,6 +74,7 @@ class BackendDescriptor:
     version_argv: tuple[str, ...] = ()
     python_libs: tuple[str, ...] = ()
     clock_refusal: str | None = None
+    preflight: str | None = None
 
     @property
     def default_client(self) -> str:
