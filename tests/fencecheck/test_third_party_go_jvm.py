@@ -2,8 +2,8 @@
 network namespaces, short runs, fixed seeds): what must be found, and what must not.
 `go-redsync` (Redlock in Go) on `redlock`; `etcd-go-election` (etcd's Go concurrency.Election)
 on `etcd` for the `leader` workload; `redisson` / `redisson-fenced` (Redisson's RLock and
-RFencedLock, watchdog renewal) on `redis`; `shedlock` (ShedLock's Redis provider) on `redis` for the
-`cron` workload.
+RFencedLock, watchdog renewal) on `redis`; `shedlock` (ShedLock's Redis provider) on `redis` and
+`shedlock-jdbc` (its JDBC provider) on PostgreSQL (`postgres-advisory`), for the `cron` workload.
 
 Built by scripts/build-clients.sh (the README's test command runs it). A must-find test may try
 more seeds, since fault timing is chance; a must-not test never retries.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,14 +24,15 @@ from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 
-CLIENTS = ("go-redsync", "etcd-go-election", "redisson-fenced", "redisson", "shedlock")
+CLIENTS = ("go-redsync", "etcd-go-election", "redisson-fenced", "redisson", "shedlock-jdbc",
+           "shedlock")
 
 
 @pytest.fixture(autouse=True)
 def built(request: pytest.FixtureRequest) -> None:
     for name in CLIENTS:
         if name.replace("-", "_") in request.node.name:
-            try:  # the first match: "redisson_fenced" before "redisson"
+            try:  # the first match: "redisson_fenced" before "redisson", "shedlock_jdbc" first
                 command(name)
             except NotBuilt as e:
                 pytest.fail(str(e))  # the README's test command builds them: not a skip
@@ -117,6 +119,60 @@ def test_shedlock_without_faults_runs_every_job_once(tmp_path: Path) -> None:
     assert code == 0, kinds(results)
     jobs = results["checks"]["jobs"]
     assert jobs["jobs_executed"] >= 50 and jobs["jobs_executed_more_than_once"] == 0
+
+
+# ShedLock's JDBC provider on PostgreSQL, the same jobs and lease. By default it reads "now" from
+# the runner's clock, and its unlock (`UPDATE shedlock SET lock_until = ... WHERE name = ?`) does
+# not check the owner, as the Redis provider's DEL does not. With usingDbTime() the times come from
+# PostgreSQL and the unlock also requires `locked_by` (one value per worker here, as one per host).
+SHEDLOCK_JDBC = ("--workload", "cron", "--backend", "postgres-advisory", "--client",
+                 "shedlock-jdbc", "--idempotent", "--think-ms", "100", "--lease-ms", "2000",
+                 "--concurrency", "3")
+
+
+def duplicates(results: dict[str, Any]) -> int:
+    """Jobs run more than once, each extra run kept out of the store by its deduplication."""
+    jobs = results["checks"]["jobs"]
+    assert jobs["mode"] == "correctness"
+    assert jobs["executions_deduplicated"] == jobs["extra_executions"]
+    return int(jobs["jobs_executed_more_than_once"])
+
+
+def test_shedlock_jdbc_runs_jobs_twice_under_pauses_and_unlocks_another_runners_lock(
+        tmp_path: Path) -> None:
+    # A runner paused past lockAtMostFor runs its jobs again on waking, and its unlock frees
+    # the lock of the runner that took over: a third runner is granted it too.
+    for seed in (1, 2):
+        code, results = run(tmp_path, f"shedlock-jdbc-pause-{seed}", *SHEDLOCK_JDBC,
+                            "--nemesis", "pause", "--time-limit", "20", "--seed", str(seed))
+        if duplicates(results) > 0 and "double-grant" in kinds(results):
+            assert code == 1
+            return
+    pytest.fail("shedlock-jdbc: no job ran twice with a double grant under pauses in 2 runs")
+
+
+def test_shedlock_jdbc_using_db_time_checks_the_owner_on_unlock(tmp_path: Path) -> None:
+    # PostgreSQL's clock does not stop a paused runner from running jobs again (must find), but
+    # its unlock no longer frees another runner's lock: no double grant in any run (must not).
+    for seed in (1, 2):
+        code, results = run(tmp_path, f"shedlock-jdbc-dbtime-{seed}", *SHEDLOCK_JDBC,
+                            "--client-opt", "use_db_time=true", "--nemesis", "pause",
+                            "--time-limit", "20", "--seed", str(seed))
+        assert code == 0, kinds(results)
+        ops = load_ops(tmp_path / f"shedlock-jdbc-dbtime-{seed}" / "latest" / "history.jsonl")
+        assert any(o.f == "start-pause" and o.ok for o in ops), "the nemesis paused no one"
+        if duplicates(results) > 0:
+            return
+    pytest.fail("shedlock-jdbc with usingDbTime(): no job ran twice under pauses in 2 runs")
+
+
+def test_shedlock_jdbc_without_faults_runs_every_job_once(tmp_path: Path) -> None:
+    # Three runners start together: each creates the shedlock table if it is not there yet.
+    code, results = run(tmp_path, "shedlock-jdbc-none", *SHEDLOCK_JDBC, "--nemesis", "none",
+                        "--time-limit", "10", "--seed", "1")
+    assert code == 0, kinds(results)
+    jobs = results["checks"]["jobs"]
+    assert jobs["jobs_executed"] >= 25 and duplicates(results) == 0
 
 
 def test_a_nested_client_source_is_not_part_of_the_outer_clients_build(
