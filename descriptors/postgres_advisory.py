@@ -16,6 +16,8 @@ BACKEND = BackendDescriptor(
         ClientDescriptor("pg-advisory-counter",
                          "fencecheck.workloads.pg_advisory_client:PgAdvisoryCounterClient",
                          token="a per-lock counter bumped in the statement that takes the lock"),
+        ClientDescriptor("shedlock-jdbc", "fencecheck.workloads.third_party:ShedLockJdbcClient",
+                         token=None, workloads=frozenset({"cron"})),  # built: build-clients.sh
     ),
     token="pg-advisory-counter: yes",
     nodes=1,

@@ -15,6 +15,9 @@ that cannot start, before a run creates anything.
 - `shedlock`: ShedLock's Redis provider (Spring Data Redis + Jedis), for the `cron` workload: the
   lease is lockAtMostFor, the client option `lock_at_least_ms` its lockAtLeastFor; no renewal,
   no token.
+- `shedlock-jdbc`: ShedLock's JDBC provider (JdbcTemplateLockProvider) on the PostgreSQL server of
+  `postgres-advisory`, for the `cron` workload, as `shedlock`; the program creates the provider's
+  table; `--client-opt use_db_time=true` takes the time from PostgreSQL (usingDbTime()).
 """
 
 from __future__ import annotations
@@ -81,6 +84,13 @@ class ShedLockClient(_Shipped):
     """ShedLock's RedisLockProvider: lockAtMostFor = the lease; no renewal, no token."""
 
     name = build_name = "shedlock"
+
+
+class ShedLockJdbcClient(_Shipped):
+    """ShedLock's JdbcTemplateLockProvider on PostgreSQL: lockAtMostFor = the lease; client
+    options `use_db_time` (its usingDbTime()) and `locked_by`; no renewal, no token."""
+
+    name = build_name = "shedlock-jdbc"
 
 
 def check_ready(client: str, options: Mapping[str, Any]) -> None:

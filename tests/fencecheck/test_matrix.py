@@ -148,7 +148,8 @@ def test_the_nightly_example_is_valid(tmp_path: Path) -> None:
     expects = {r.label: r.expect for r in m.rows}
     assert "must-find" in expects.values() and "must-pass" in expects.values()
     backends = {r.configs[0].backend for r in m.rows}
-    assert backends == {"redis", "redlock", "redis-sentinel", "etcd", "zookeeper"}
+    assert backends == {"redis", "redlock", "redis-sentinel", "etcd", "zookeeper",
+                        "postgres-advisory", "kubernetes"}
 
 
 def _row(label: str, expect: str, seeds: tuple[int, ...]) -> Row:

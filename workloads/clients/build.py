@@ -110,6 +110,9 @@ BUILDS: dict[str, ClientBuild] = {
     "shedlock": ClientBuild(
         "shedlock", "java/shedlock", lambda d: _maven_javac(d, "ShedLockClient"),
         lambda d: [*_java_run(d), "ShedLockClient"], "mvn+javac v1"),
+    "shedlock-jdbc": ClientBuild(
+        "shedlock-jdbc", "java/shedlock-jdbc", lambda d: _maven_javac(d, "ShedLockJdbcClient"),
+        lambda d: [*_java_run(d), "ShedLockJdbcClient"], "mvn+javac v1"),
 }
 
 
