@@ -15,6 +15,9 @@ that cannot start, before a run creates anything.
 - `shedlock`: ShedLock's Redis provider (Spring Data Redis + Jedis), for the `cron` workload: the
   lease is lockAtMostFor, the client option `lock_at_least_ms` its lockAtLeastFor; no renewal,
   no token.
+- `client-go`: Kubernetes' client-go leader election (tools/leaderelection, a LeaseLock) on the
+  `kubernetes` backend; token = the Lease's resourceVersion of the write that won; renewal by
+  the elector itself (a renew answers once it has renewed), release by ReleaseOnCancel.
 """
 
 from __future__ import annotations
@@ -81,6 +84,12 @@ class ShedLockClient(_Shipped):
     """ShedLock's RedisLockProvider: lockAtMostFor = the lease; no renewal, no token."""
 
     name = build_name = "shedlock"
+
+
+class ClientGoClient(_Shipped):
+    """client-go's LeaderElector over a LeaseLock; token = the Lease's resourceVersion."""
+
+    name = build_name = "client-go"
 
 
 def check_ready(client: str, options: Mapping[str, Any]) -> None:
