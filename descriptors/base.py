@@ -53,7 +53,9 @@ class BackendDescriptor:
     in `service_args` (a subset of "persistence", "env_for", "ledger"): declared, never guessed.
     `clients`: the clients that drive it, the default first. `capabilities`: what faults may
     rely on (PAUSE, KILL, CLOCK, FAILOVER). `clock_refusal`: why CLOCK is missing, shown when a
-    clock fault is refused. `version_argv`: prints the server's version on its first line."""
+    clock fault is refused. `version_argv`: prints the server's version on its first line.
+    `preflight`: a "module:function" called before a run creates anything; a ClusterError it
+    raises (a server binary that is not built, with the command that builds it) is exit 3."""
 
     name: str
     summary: str
@@ -69,6 +71,7 @@ class BackendDescriptor:
     version_argv: tuple[str, ...] = ()
     python_libs: tuple[str, ...] = ()
     clock_refusal: str | None = None
+    preflight: str | None = None
 
     @property
     def default_client(self) -> str:

@@ -17,7 +17,15 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import TypeVar
 
-from fencecheck.descriptors import etcd, postgres_advisory, redis, redlock, sentinel, zookeeper
+from fencecheck.descriptors import (
+    etcd,
+    kubernetes,
+    postgres_advisory,
+    redis,
+    redlock,
+    sentinel,
+    zookeeper,
+)
 from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, ResourceDescriptor
 from fencecheck.descriptors.base import CatalogError as CatalogError  # re-exported
 from fencecheck.descriptors.resources import RESOURCES as BUILTIN_RESOURCES
@@ -30,7 +38,7 @@ T = TypeVar("T")
 # this package with a BACKEND is found by `discover`, so a new backend edits no existing file.
 BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
-    postgres_advisory.BACKEND,
+    postgres_advisory.BACKEND, kubernetes.BACKEND,
 )
 
 # The user's own program (--client-cmd; docs/client-protocol.md) drives every backend.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from fencecheck.clusters.base import LockService
+from fencecheck.clusters.base import ClusterError, LockService
 from fencecheck.config import ConfigError, RunConfig
 from fencecheck.descriptors import catalog
 from fencecheck.descriptors.base import CLOCK, BackendDescriptor, ResourceDescriptor
@@ -87,6 +87,11 @@ def check_compatible(cfg: RunConfig) -> None:
         _load("fencecheck.workloads.third_party:check_ready")(cfg.client_name, cfg.client_options)
     except WorkloadError as e:
         raise ConfigError(f"bad configuration: client: {e}") from None
+    if b.preflight is not None:  # e.g. a server binary built on demand, not built yet
+        try:
+            _load(b.preflight)()
+        except ClusterError as e:
+            raise ConfigError(f"bad configuration: backend: {b.name}: {e}") from None
     if cfg.runtime not in b.runtimes:
         raise ConfigError(f"bad configuration: runtime: backend {b.name!r} does not run under "
                           f"--runtime {cfg.runtime} (supports {', '.join(sorted(b.runtimes))})")

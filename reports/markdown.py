@@ -40,6 +40,7 @@ LIBRARIES: dict[str, tuple[str, str | None]] = {
     "zookeeper": ("kazoo `Lock`", "kazoo"),
     "pg-advisory": ("`pg_try_advisory_lock`, session-level", "psycopg"),
     "pg-advisory-counter": ("advisory lock + fencing counter bumped inside it", "psycopg"),
+    "kubernetes-python": ("kubernetes `leaderelection` over a Lease", "kubernetes"),
 }
 
 

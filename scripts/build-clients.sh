@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the shipped third-party lock clients (node-redlock, curator, etcd-go; go-redsync,
 # etcd-go-election, client-go (Kubernetes Lease leader election); redisson, redisson-fenced,
-# shedlock from Maven Central) into
+# shedlock from Maven Central; kube-apiserver) into
 # /var/cache/fencecheck/clients (or $FENCECHECK_CLIENT_CACHE), cached by source hash: an unchanged
 # client is a no-op. Installs the toolchains and Debian's Curator when they are missing.
 #   bash scripts/build-clients.sh                 all of them
@@ -27,4 +27,14 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -q
   apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
-exec .venv/bin/python -m fencecheck.workloads.clients.build "$@"
+# kube-apiserver, the kubernetes backend's server: built from the Kubernetes Go modules into the
+# same cache (clusters/services/kube_build.py), with all, or when named.
+kube=0; clients=()
+[ "$#" -eq 0 ] && kube=1
+for a in "$@"; do
+  if [ "$a" = kube-apiserver ]; then kube=1; else clients+=("$a"); fi
+done
+[ "$kube" = 1 ] && .venv/bin/python -m fencecheck.clusters.services.kube_build
+if [ "$#" -eq 0 ] || [ "${#clients[@]}" -gt 0 ]; then
+  exec .venv/bin/python -m fencecheck.workloads.clients.build "${clients[@]}"
+fi

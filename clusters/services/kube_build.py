@@ -1,0 +1,119 @@
+"""The `kube-apiserver` binary of the `kubernetes` backend: built from the Kubernetes Go modules at
+the release pinned in `kube_apiserver_go/go.mod` (every staging module replaced by its matching
+v0.x version), cached per machine.
+
+`python -m fencecheck.clusters.services.kube_build` (what `scripts/build-clients.sh` runs) builds
+it into `$FENCECHECK_CLIENT_CACHE` (default /var/cache/fencecheck/clients, beside the shipped
+clients)/kube-apiserver-<version>-<hash>/, <hash> covering go.mod and go.sum: an unchanged pin is
+a no-op. The build goes to a temporary folder renamed into place when complete, so a half-built
+binary is never found. `binary()` is the path of the built binary, or `NotBuilt` naming the
+command that builds it (the backend's preflight turns that into exit 3 before a run starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from fencecheck.clusters.base import ClusterError
+
+log = logging.getLogger(__name__)
+
+MODULE = Path(__file__).resolve().parent / "kube_apiserver_go"
+DEFAULT_CACHE = Path("/var/cache/fencecheck/clients")
+BUILD_HINT = "bash scripts/build-clients.sh kube-apiserver"
+NAME = "kube-apiserver"
+
+
+class NotBuilt(ClusterError):
+    """kube-apiserver is not in the cache."""
+
+
+def version() -> str:
+    """The pinned Kubernetes release (the `require k8s.io/kubernetes` line of go.mod)."""
+    m = re.search(r"^require k8s\.io/kubernetes (v\S+)", (MODULE / "go.mod").read_text(), re.M)
+    if m is None:
+        raise ClusterError(f"{MODULE / 'go.mod'}: no `require k8s.io/kubernetes vX.Y.Z` line")
+    return m.group(1)
+
+
+def build_dir() -> Path:
+    h = hashlib.sha256()
+    for f in ("go.mod", "go.sum"):
+        h.update((MODULE / f).read_bytes() + b"\0")
+    root = Path(os.environ.get("FENCECHECK_CLIENT_CACHE", DEFAULT_CACHE))
+    return root / f"{NAME}-{version()}-{h.hexdigest()[:12]}"
+
+
+def binary() -> Path:
+    """The built kube-apiserver; NotBuilt (with the command that builds it) if there is none."""
+    d = build_dir()
+    if not (d / ".built").exists():
+        raise NotBuilt(f"kube-apiserver {version()} is not built (looked in {d}); build it "
+                       f"with: {BUILD_HINT}")
+    return d / NAME
+
+
+def build() -> tuple[Path, bool]:
+    """Build unless the cache has it. Returns (binary, whether it built)."""
+    final = build_dir()
+    if (final / ".built").exists():
+        return final / NAME, False
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{NAME}-", dir=final.parent))
+    try:
+        for f in ("go.mod", "go.sum"):
+            shutil.copy(MODULE / f, tmp / f)
+        # The version stamp Kubernetes' own build sets, so that /version names the release.
+        stamp = f"-X k8s.io/component-base/version.gitVersion={version()}"
+        argv = ["go", "build", "-mod=readonly", "-trimpath", f"-ldflags={stamp}", "-o",
+                str(tmp / NAME), "k8s.io/kubernetes/cmd/kube-apiserver"]
+        log.info("%s: %s", NAME, " ".join(argv))
+        res = subprocess.run(argv, cwd=tmp, stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True)
+        if res.returncode != 0:
+            raise ClusterError(f"building {NAME}: {' '.join(argv)} exited {res.returncode}: "
+                               f"{(res.stderr or res.stdout)[-2000:]}")
+        (tmp / ".built").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final / NAME, True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fencecheck.clusters.services.kube_build",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="store_true",
+                        help="print the pinned release and exit")
+    if parser.parse_args(argv).version:
+        print(f"kube-apiserver {version()}")
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    t = time.monotonic()
+    try:
+        path, built = build()
+    except (ClusterError, OSError) as e:
+        print(f"build-clients: {e}", file=sys.stderr)
+        return 3
+    what = "built" if built else "cached"
+    print(f"build-clients: {NAME} {version()}: {what} in {time.monotonic() - t:.1f} s: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

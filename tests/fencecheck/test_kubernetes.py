@@ -1,0 +1,149 @@
+"""The `kubernetes` backend (kube-apiservers over etcd) and its `kubernetes-python` Lease client,
+end to end through `fencecheck run` (network namespaces, short runs, fixed seeds): a paused leader
+acting on an unfenced resource is caught; fenced by the Lease's resourceVersion, pauses,
+partitions and kills of API servers find nothing and leave nothing behind; bad combinations are
+refused before anything starts (exit 3). And the sharded nightly's Kubernetes manifests
+(examples/k8s/) pass a server-side dry run on this API server.
+
+kube-apiserver is built by scripts/build-clients.sh (the README's test command runs it): a missing
+build fails these tests rather than skipping them. Cost: about 2 minutes (three runs of 15-20 s
+plus cluster start-up, one API server for the dry run, four refusals).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fencecheck.checker.history import load_ops
+from fencecheck.clusters.services import kube_build
+from fencecheck.clusters.services.kube_apiserver import KubeApiserverService
+from tests.backends import loopback_nodes
+from tests.conftest import processes_matching, run_fencecheck
+from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
+
+pytestmark = [pytest.mark.netns]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "k8s"
+# A 3 s Lease (the library refuses less than 2 s; 3 s gives it client-go's proportions).
+LEADER = ("--workload", "leader", "--backend", "kubernetes", "--client", "kubernetes-python",
+          "--lease-ms", "3000", "--concurrency", "3")
+
+
+@pytest.fixture(autouse=True)
+def built() -> None:
+    try:
+        kube_build.binary()
+    except kube_build.NotBuilt as e:
+        pytest.fail(str(e))  # the README's test command builds it: not a skip
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_kubernetes_python_leader_paused_past_its_lease_unfenced_is_caught(
+        tmp_path: Path) -> None:
+    # The paused leader's Lease expires, another candidate takes it, the old leader wakes and
+    # acts on its stale term.
+    must_find(tmp_path, "k8s-pause", DAMAGE - {"double-grant"}, *LEADER, "--nemesis", "pause",
+              "--fencing", "off", "--time-limit", "20")
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_kubernetes_python_fenced_by_resource_version_under_pause_partition_kill(
+        tmp_path: Path) -> None:
+    code, results = run(tmp_path, "k8s-fenced", *LEADER, "--fencing", "on", "--nemesis",
+                        "pause,partition,kill", "--time-limit", "20", "--seed", "1")
+    assert code == 0, kinds(results)
+    assert results["checks"]["fencing"].get("skipped") is None  # the tokens were judged
+    run_dir = (tmp_path / "k8s-fenced" / "latest").resolve()
+    ops = load_ops(run_dir / "history.jsonl")
+    faults = {o.f for o in ops if o.process == "nemesis" and o.ok}
+    assert "start-kill" in faults, faults  # an API server was killed (and restarted)
+    grants = [o for o in ops if o.f == "acquire" and o.ok]
+    assert len(grants) > 1 and all(isinstance(o.get("token"), int) for o in grants)
+    # Every API server and etcd member of the run is gone (their argv names the run's files).
+    assert not processes_matching(str(run_dir)), processes_matching(str(run_dir))
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("--nemesis", "clock"), "clock nemesis cannot skew kube-apiserver"),
+    (("--runtime", "docker"), "does not run under --runtime docker"),
+    (("--client", "etcd"), "does not drive backend 'kubernetes'"),
+])
+def test_bad_combinations_are_refused(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
+    code, results = run(tmp_path, "k8s-bad", "--backend", "kubernetes", *args)
+    assert code == 3 and says in results["stderr"], results
+
+
+def test_a_run_without_the_built_server_says_how_to_build_it(tmp_path: Path) -> None:
+    r = run_fencecheck("run", "--store", str(tmp_path), "--backend", "kubernetes", timeout=60,
+                       env={**os.environ,
+                            "FENCECHECK_CLIENT_CACHE": str(tmp_path / "empty-cache")})
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert kube_build.BUILD_HINT in r.stderr and "not built" in r.stderr
+
+
+# --- the nightly's manifests, dry-run on a real API server ---------------------------------
+
+@pytest.fixture(scope="module")
+def apiserver() -> Iterator[KubeApiserverService]:
+    svc = KubeApiserverService(1)
+    with tempfile.TemporaryDirectory(prefix="fc-k8s-") as d:
+        try:
+            svc.setup(loopback_nodes("k", "127.0.47", 1), Path(d))
+            yield svc
+        finally:
+            svc.teardown()
+
+
+def _client(svc: KubeApiserverService) -> Any:
+    from kubernetes import client
+
+    opts = svc.client_options()
+    conf = client.Configuration()
+    conf.host = f"https://{svc.endpoints()[0]}"
+    conf.ssl_ca_cert = opts["k8s_ca_file"]
+    conf.api_key = {"authorization": f"Bearer {opts['k8s_token']}"}
+    return client.ApiClient(conf)
+
+
+def test_the_nightly_manifests_pass_a_server_side_dry_run(
+        apiserver: KubeApiserverService) -> None:
+    from kubernetes import client, utils
+
+    api = _client(apiserver)
+    # The Jobs are namespaced: apply them in a namespace of their own (created for real; a dry
+    # run cannot create into a namespace that does not exist).
+    ns = "fencecheck-nightly"
+    client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata={"name": ns}))
+    made = []
+    for name in ("nightly-job.yaml", "merge-job.yaml"):
+        made += utils.create_from_yaml(api, str(EXAMPLES / name), namespace=ns, dry_run="All")
+    got = {(o.kind, o.metadata.name) for objs in made for o in objs}
+    assert got == {("PersistentVolumeClaim", "fencecheck-results"),
+                   ("Job", "fencecheck-nightly"), ("Job", "fencecheck-nightly-merge")}
+    job = next(o for objs in made for o in objs if o.metadata.name == "fencecheck-nightly")
+    assert job.spec.completion_mode == "Indexed" and job.spec.completions == 4
+    # dry run: nothing was stored
+    assert client.BatchV1Api(api).list_namespaced_job(ns).items == []
+
+
+def test_the_dry_run_rejects_a_broken_job(apiserver: KubeApiserverService) -> None:
+    from kubernetes import client, utils
+
+    api = _client(apiserver)
+    # The nightly's per-index retry limit without Indexed completion: the server, not a YAML
+    # parser, knows that they go together.
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "broken"},
+           "spec": {"completionMode": "NonIndexed", "completions": 4, "backoffLimitPerIndex": 1,
+                    "template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "c", "image": "x"}]}}}}
+    with pytest.raises(utils.FailToCreateError) as e:
+        utils.create_from_dict(api, job, namespace="default", dry_run="All")
+    assert "backoffLimitPerIndex" in str(e.value)
+    assert client.BatchV1Api(api).list_namespaced_job("default").items == []
