@@ -1,6 +1,9 @@
 """The `client-clock` fault: the LD_PRELOAD clock shim (clusters/faults/clock.py) moves the wall
 clocks of the lock clients, not of the servers. Each start moves the current holder's clock back
-and every other worker's clock forward, by more than a lease; stop puts them all back.
+by more than a lease, and makes every other worker's clock leap forward by that much again and
+again (every `LEAP_PERIOD_S`, shorter than a candidate's polling) while it holds; stop puts them
+all back. A single leap would mislead only a candidate that happened to observe the holder just
+before it: repeated leaps reach every candidate that polls during the fault.
 
 It tells clients that judge a lease by the wall clock (`time.time()`: a waiting candidate whose
 clock leaps past the holder's lease takes the lock over) from those that trust a monotonic clock
@@ -12,6 +15,7 @@ the shim, so this fault gives the workers their environment (`WorkerEnv`).
 from __future__ import annotations
 
 import random
+import threading
 from contextlib import ExitStack
 from typing import Any
 
@@ -19,6 +23,8 @@ from fencecheck.clusters.base import ClusterError
 from fencecheck.clusters.faults.clock import ClockControl
 from fencecheck.descriptors.base import FaultDescriptor, Need
 from fencecheck.faults.base import EnvFor, FaultContext, FaultOptions, ScheduleView
+
+LEAP_PERIOD_S = 0.5
 
 DESCRIPTOR = FaultDescriptor(
     name="client-clock",
@@ -40,6 +46,7 @@ class ClientClockFault:
         self.opts = opts
         self.control: ClockControl | None = None
         self.workers: list[str] = []
+        self._leaping: tuple[threading.Thread, threading.Event] | None = None
 
     def worker_env(self, stack: ExitStack) -> EnvFor:
         control = ClockControl(self.opts.run_dir / "client-clock")
@@ -65,20 +72,38 @@ class ClientClockFault:
         # Past the lease, so that a wall-clock judge of the lease sees it over at once.
         delta = round(rng.uniform(1.5, 3.0) * self.opts.lease_ms / 1000 + 1.0, 3)
         return {"back": [holder] if holder else [],
-                "forward": [w for w in view.workers if w != holder], "delta_s": delta}
+                "forward": [w for w in view.workers if w != holder], "delta_s": delta,
+                "period_s": LEAP_PERIOD_S}
 
     def start(self, value: Any) -> Any:
         control = self._control()
-        delta = float(value["delta_s"])
-        offsets = control.bump(list(value["forward"]), delta) if value["forward"] else {}
-        if value["back"]:
-            offsets.update(control.bump(list(value["back"]), -delta))
+        delta, forward = float(value["delta_s"]), list(value["forward"])
+        offsets = control.bump(list(value["back"]), -delta) if value["back"] else {}
+        if forward:
+            offsets.update(control.bump(forward, delta))
+            done = threading.Event()
+            thread = threading.Thread(target=self._leap, daemon=True,
+                                      args=(control, forward, delta, float(value["period_s"]),
+                                            done))
+            self._leaping = (thread, done)
+            thread.start()
         return {"offset_s": offsets}
+
+    @staticmethod
+    def _leap(control: ClockControl, nodes: list[str], delta_s: float, period_s: float,
+              done: threading.Event) -> None:
+        while not done.wait(period_s):
+            control.bump(nodes, delta_s)
 
     def stop(self) -> Any:
         self.heal()
         return {"nodes": self.workers}
 
     def heal(self) -> None:
+        if self._leaping is not None:
+            thread, done = self._leaping
+            done.set()
+            thread.join(timeout=5)
+            self._leaping = None
         if self.control is not None:
             self.control.reset_all()
