@@ -33,7 +33,9 @@ DESCRIPTOR = FaultDescriptor(
             "forward, past the lease",
     # the shim and its offset files are on this host: the netns runtime's workers share them
     runtimes=frozenset({"netns"}),
-    waits_for_grant=False,  # see targets: a jump must come after the others observed the holder
+    # A leap misleads a candidate that observed the holder before it, not one that is yet to:
+    # right at a fresh grant is the worst moment.
+    waits_for_grant=False,
     worker_env=True,
     needs=(Need("C compiler (clock shim)", binary="cc", package="gcc libc6-dev"),),
 )
