@@ -37,13 +37,19 @@ log = logging.getLogger(__name__)
 NAMESPACE = "default"
 SERVICE_CIDR = "10.96.0.0/24"
 
-# Asked on the node: GET /readyz with the token, verified against the CA; prints the body.
+# Asked on the node: GET /readyz?verbose with the token, verified against the CA; prints the
+# body, also of a 500 (it lists the failing checks).
 _READYZ = """
-import ssl, sys, urllib.request
-url, ca, token = sys.argv[1:4]
+import ssl, sys, urllib.error, urllib.request
+url, ca, token, timeout = sys.argv[1:5]
 req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
-with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=ca), timeout=2) as r:
-    sys.stdout.write(r.read().decode())
+ctx = ssl.create_default_context(cafile=ca)
+try:
+    with urllib.request.urlopen(req, context=ctx, timeout=float(timeout)) as r:
+        sys.stdout.write(r.read().decode())
+except urllib.error.HTTPError as e:
+    sys.stdout.write(e.read().decode())
+    sys.exit(1)
 """
 
 
@@ -57,7 +63,9 @@ class KubeApiserverService(NodeDaemons):
         nodes: int | None = None,
         *,
         port: int = 6443,
-        ready_timeout_s: float = 60.0,
+        # Each API server needs about 1.5 s of CPU to get ready (about 7 s for three on 2 busy
+        # cores); the limit is generous because a machine shared with other runs stretches that.
+        ready_timeout_s: float = 180.0,
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
         binary: Path | None = None,
@@ -129,31 +137,38 @@ class KubeApiserverService(NodeDaemons):
 
     # -- helpers
 
-    def readyz(self, node: str, timeout_s: float = 3.0) -> bool:
-        """True if the node's API server answers /readyz with `ok`."""
+    def readyz(self, node: str, timeout_s: float = 5.0) -> str | None:
+        """None if the node's API server answers /readyz with `ok`; else what it said (its
+        failing checks, from /readyz?verbose) or why it could not be asked."""
         if self.creds is None:
-            return False
+            return "not set up"
         remote = self.nodes[node]
-        url = f"https://{remote.address}:{self.port}/readyz"
+        url = f"https://{remote.address}:{self.port}/readyz?verbose"
         try:
             res = remote.run(["python3", "-c", _READYZ, url, str(self.creds.ca_file),
-                              self.creds.token], timeout_s=timeout_s + 2.0, check=False)
-        except RemoteError:
-            return False
-        return res.returncode == 0 and res.stdout.strip() == "ok"
+                              self.creds.token, str(timeout_s)], timeout_s=timeout_s + 5.0,
+                             check=False)
+        except RemoteError as e:
+            return str(e)
+        out = res.stdout.strip()
+        if res.returncode == 0 and out.endswith("readyz check passed"):
+            return None
+        failing = [line for line in out.splitlines() if line.startswith("[-]")]
+        return "; ".join(failing) or (res.stderr.strip().splitlines() or [out or "no answer"])[-1]
 
     def wait_ready(self, timeout_s: float, nodes: list[str] | None = None) -> None:
         """Wait until every API server (or those named) is ready."""
-        pending = list(nodes if nodes is not None else self.nodes)
+        pending = {n: "not asked" for n in (nodes if nodes is not None else self.nodes)}
         deadline = time.monotonic() + timeout_s
         while pending:
-            pending = [n for n in pending if not self.readyz(n)]
+            said = {n: self.readyz(n) for n in pending}
+            pending = {n: why for n, why in said.items() if why is not None}
             if not pending:
                 return
-            self.check_exited(pending, "kube-apiserver.log")
+            self.check_exited(list(pending), "kube-apiserver.log")
             if time.monotonic() > deadline:
-                raise ClusterError(f"kube-apiserver not ready after {timeout_s} s on "
-                                   f"{', '.join(pending)}")
+                raise ClusterError(f"kube-apiserver not ready after {timeout_s} s: " + ", ".join(
+                    f"{n}: {why}" for n, why in pending.items()))
             time.sleep(0.3)
 
     def _start(self, node: str) -> None:

@@ -2,18 +2,22 @@
 end to end through `fencecheck run` (network namespaces, short runs, fixed seeds): a paused leader
 acting on an unfenced resource is caught; fenced by the Lease's resourceVersion, pauses,
 partitions and kills of API servers find nothing and leave nothing behind; bad combinations are
-refused before anything starts (exit 3). And the sharded nightly's Kubernetes manifests
-(examples/k8s/) pass a server-side dry run on this API server.
+refused before anything starts (exit 3). The sharded nightly's Kubernetes manifests
+(examples/k8s/) pass a server-side dry run on this API server, and on the same server the
+client's grants, renewals, releases and takeovers follow the library's rules.
 
 kube-apiserver is built by scripts/build-clients.sh (the README's test command runs it): a missing
-build fails these tests rather than skipping them. Cost: about 2 minutes (three runs of 15-20 s
-plus cluster start-up, one API server for the dry run, four refusals).
+build fails these tests rather than skipping them. Cost: about 2.5 minutes on a loaded 2-core
+machine (runs of 20, 15 and 12 s, each with about 10 s of cluster start-up; one API server for
+the dry runs and the client's own tests; four refusals).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,8 @@ import pytest
 from fencecheck.checker.history import load_ops
 from fencecheck.clusters.services import kube_build
 from fencecheck.clusters.services.kube_apiserver import KubeApiserverService
+from fencecheck.workloads.base import DefiniteFailure
+from fencecheck.workloads.kube_lease_client import KubernetesPythonClient
 from tests.backends import loopback_nodes
 from tests.conftest import processes_matching, run_fencecheck
 from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
@@ -53,18 +59,26 @@ def test_kubernetes_python_leader_paused_past_its_lease_unfenced_is_caught(
 
 
 @pytest.mark.usefixtures("no_leftovers")
-def test_kubernetes_python_fenced_by_resource_version_under_pause_partition_kill(
+def test_kubernetes_python_fenced_by_resource_version_under_pauses_and_partitions(
         tmp_path: Path) -> None:
     code, results = run(tmp_path, "k8s-fenced", *LEADER, "--fencing", "on", "--nemesis",
-                        "pause,partition,kill", "--time-limit", "20", "--seed", "1")
+                        "pause,partition", "--time-limit", "15", "--seed", "1")
     assert code == 0, kinds(results)
     assert results["checks"]["fencing"].get("skipped") is None  # the tokens were judged
-    run_dir = (tmp_path / "k8s-fenced" / "latest").resolve()
-    ops = load_ops(run_dir / "history.jsonl")
-    faults = {o.f for o in ops if o.process == "nemesis" and o.ok}
-    assert "start-kill" in faults, faults  # an API server was killed (and restarted)
+    ops = load_ops(tmp_path / "k8s-fenced" / "latest" / "history.jsonl")
     grants = [o for o in ops if o.f == "acquire" and o.ok]
     assert len(grants) > 1 and all(isinstance(o.get("token"), int) for o in grants)
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_killed_api_servers_are_restarted_and_leave_nothing_behind(tmp_path: Path) -> None:
+    code, results = run(tmp_path, "k8s-kill", *LEADER, "--fencing", "on", "--nemesis", "kill",
+                        "--time-limit", "12", "--seed", "1")
+    assert code == 0, kinds(results)
+    run_dir = (tmp_path / "k8s-kill" / "latest").resolve()
+    ops = load_ops(run_dir / "history.jsonl")
+    assert any(o.f == "start-kill" and o.ok for o in ops), "no API server was killed"
+    assert any(o.f == "acquire" and o.ok for o in ops)
     # Every API server and etcd member of the run is gone (their argv names the run's files).
     assert not processes_matching(str(run_dir)), processes_matching(str(run_dir))
 
@@ -147,3 +161,47 @@ def test_the_dry_run_rejects_a_broken_job(apiserver: KubeApiserverService) -> No
         utils.create_from_dict(api, job, namespace="default", dry_run="All")
     assert "backoffLimitPerIndex" in str(e.value)
     assert client.BatchV1Api(api).list_namespaced_job("default").items == []
+
+
+# --- the kubernetes-python client against the same API server ------------------------------
+
+def _lease_client(svc: KubeApiserverService, worker: int) -> KubernetesPythonClient:
+    return KubernetesPythonClient({"endpoints": svc.endpoints(), "worker": worker,
+                                   "op_timeout_s": 2.0, **svc.client_options()})
+
+
+def test_lease_client_grants_one_holder_at_a_time_with_growing_resource_versions(
+        apiserver: KubeApiserverService) -> None:
+    a, b = _lease_client(apiserver, 0), _lease_client(apiserver, 1)
+    try:
+        g = a.acquire("lock-t", 2000, 2.0)
+        assert isinstance(g.token, int) and g.attempt_ns is not None
+        with pytest.raises(DefiniteFailure, match="held"):
+            b.acquire("lock-t", 2000, 0)  # held, and not yet seen unchanged for 2 s
+        assert a.renew(g, 2000).token == g.token  # a renew keeps the grant's token
+        with pytest.raises(DefiniteFailure, match="not-owner"):
+            b.release(dataclasses.replace(g, handle=b._candidate("lock-t", 2000)))
+        a.release(g)
+        g2 = b.acquire("lock-t", 2000, 0)  # released: taken at once, by a later write
+        assert g2.token is not None and g2.token > g.token
+        with pytest.raises(DefiniteFailure, match="not-leader"):
+            a.renew(g, 2000)
+        b.release(g2)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_lease_client_takes_an_expired_lease_only_after_its_duration(
+        apiserver: KubeApiserverService) -> None:
+    a, b = _lease_client(apiserver, 0), _lease_client(apiserver, 1)
+    try:
+        g = a.acquire("lock-e", 2000, 2.0)  # never renewed nor released: a paused holder
+        t = time.monotonic()
+        g2 = b.acquire("lock-e", 2000, 6.0)
+        # the library waits a whole lease_duration from its own first sight of the record
+        assert time.monotonic() - t >= 2.0
+        assert g2.token is not None and g.token is not None and g2.token > g.token
+    finally:
+        a.close()
+        b.close()
