@@ -37,12 +37,15 @@ class Need:
 @dataclass(frozen=True, slots=True)
 class ClientDescriptor:
     """A lock client a worker can build: `spec` is its "module:Class", constructed with one
-    argument, the options mapping. `token` says what its grants' token means (None: no token)."""
+    argument, the options mapping. `token` says what its grants' token means (None: no token).
+    `settings_check`: a "module:function" called with (client options, lease_ms) before a run
+    creates anything; a WorkloadError it raises (settings its library refuses) is exit 3."""
 
     name: str
     spec: str
     token: str | None = "a fencing token"
     workloads: frozenset[str] = frozenset({"lock", "leader", "cron"})
+    settings_check: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

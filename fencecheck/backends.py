@@ -87,6 +87,12 @@ def check_compatible(cfg: RunConfig) -> None:
         _load("fencecheck.workloads.third_party:check_ready")(cfg.client_name, cfg.client_options)
     except WorkloadError as e:
         raise ConfigError(f"bad configuration: client: {e}") from None
+    c = next((x for x in b.clients if x.name == cfg.client_name), None)
+    if c is not None and c.settings_check is not None:  # settings its library refuses
+        try:
+            _load(c.settings_check)(cfg.client_options, cfg.lease_ms)
+        except WorkloadError as e:
+            raise ConfigError(f"bad configuration: client: {e}") from None
     if b.preflight is not None:  # e.g. a server binary built on demand, not built yet
         try:
             _load(b.preflight)()

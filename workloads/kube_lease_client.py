@@ -138,12 +138,7 @@ class KubernetesPythonClient:
         self.namespace = str(options.get("k8s_namespace", "default"))
         self.timeout_s = opts.op_timeout_s(options)
         self.api = _LeaseApi(client.CoordinationV1Api(client.ApiClient(conf)), self.timeout_s)
-        duration = _seconds(options, "lease_duration")
-        self.lease_duration_s = None if duration is None else int(duration)
-        if duration is not None and duration != self.lease_duration_s:
-            raise WorkloadError("kubernetes-python: lease_duration must be whole seconds "
-                                "(the Lease's leaseDurationSeconds)")
-        self.renew_deadline_s = _seconds(options, "renew_deadline")
+        self.options = dict(options)
         self.retry_period_s = _seconds(options, "retry_period") or 1.0
         self.prefix = f"fc-{options.get('worker', 0)}-{os.getpid()}"
 
@@ -185,32 +180,16 @@ class KubernetesPythonClient:
     # -- the library's step, classified
 
     def _candidate(self, lock: str, lease_ms: int) -> _Term:
-        from kubernetes.leaderelection import electionconfig, leaderelection
+        from kubernetes.leaderelection import leaderelection
         from kubernetes.leaderelection.resourcelock import leaselock
 
-        lib: Any = (electionconfig.Config, leaderelection.LeaderElection, leaselock.LeaseLock)
-        config_cls, election_cls, lock_cls = lib  # the library is untyped
+        lib: Any = (leaderelection.LeaderElection, leaselock.LeaseLock)
+        election_cls, lock_cls = lib  # the library is untyped
 
-        least = math.ceil(lease_ms / 1000)
-        duration = self.lease_duration_s or least
-        if duration < least:
-            raise WorkloadError(f"kubernetes-python: lease_duration {duration} s is shorter than "
-                                f"the run's lease ({lease_ms} ms): the history would claim a "
-                                "longer hold than the Lease gives")
-        # client-go's proportions (15/10/2 s), kept above the library's floor of 1.2 retries
-        deadline = self.renew_deadline_s or max(duration * 2 / 3,
-                                                (duration + 1.2 * self.retry_period_s) / 2)
         identity = f"{self.prefix}-{uuid.uuid4().hex[:8]}"
         lease_lock = lock_cls(lock, self.namespace, identity)
         lease_lock.api_instance = self.api
-        try:
-            config = config_cls(lease_lock, duration, deadline, self.retry_period_s,
-                                           onstarted_leading=lambda: None,
-                                           onstopped_leading=None)
-        except SystemExit as e:  # the library's way of refusing its settings
-            raise WorkloadError(f"kubernetes-python: {e} (lease_duration {duration}, "
-                                f"renew_deadline {deadline}, retry_period "
-                                f"{self.retry_period_s})") from None
+        config = _config(lease_lock, self.options, lease_ms)
         return _Term(election_cls(config), lease_lock, identity)
 
     def _step(self, term: _Term, what: str) -> Any:
@@ -235,6 +214,42 @@ class KubernetesPythonClient:
         if self.api.invalid is not None:
             raise DefiniteFailure("invalid", f"{what}: {self.api.invalid}")
         return result
+
+
+def check_settings(options: Mapping[str, Any], lease_ms: int) -> None:
+    """WorkloadError if the library would refuse these settings for a run's lease (called
+    before a run starts, so that a refusal is exit 3 rather than every acquire failing)."""
+    _config(object(), options, lease_ms)
+
+
+def _config(lease_lock: Any, options: Mapping[str, Any], lease_ms: int) -> Any:
+    """The library's election `Config` for these options and the run's lease: lease_duration
+    (whole seconds, default the lease rounded up, never shorter than it), renew_deadline,
+    retry_period; validated by the library itself."""
+    from kubernetes.leaderelection import electionconfig
+
+    config_cls: Any = electionconfig.Config  # the library is untyped
+    least = math.ceil(lease_ms / 1000)
+    given = _seconds(options, "lease_duration")
+    duration = least if given is None else int(given)
+    if given is not None and given != duration:
+        raise WorkloadError("kubernetes-python: lease_duration must be whole seconds (the "
+                            "Lease's leaseDurationSeconds)")
+    if duration < least:
+        raise WorkloadError(f"kubernetes-python: lease_duration {duration} s is shorter than the "
+                            f"run's lease ({lease_ms} ms): the history would claim a longer "
+                            "hold than the Lease gives")
+    retry = _seconds(options, "retry_period") or 1.0
+    # client-go's proportions (15/10/2 s), kept above the library's floor of 1.2 retries
+    deadline = _seconds(options, "renew_deadline") or max(duration * 2 / 3,
+                                                          (duration + 1.2 * retry) / 2)
+    try:
+        return config_cls(lease_lock, duration, deadline, retry,
+                          onstarted_leading=lambda: None, onstopped_leading=None)
+    except SystemExit as e:  # the library's way of refusing its settings
+        raise WorkloadError(f"kubernetes-python: {e} (lease_duration {duration} s, "
+                            f"renew_deadline {deadline:g} s, retry_period {retry:g} s; run's "
+                            f"lease {lease_ms} ms)") from None
 
 
 def _seconds(options: Mapping[str, Any], key: str) -> float | None:

@@ -9,7 +9,7 @@ client's grants, renewals, releases and takeovers follow the library's rules.
 kube-apiserver is built by scripts/build-clients.sh (the README's test command runs it): a missing
 build fails these tests rather than skipping them. Cost: about 2.5 minutes on a loaded 2-core
 machine (runs of 20, 15 and 12 s, each with about 10 s of cluster start-up; one API server for
-the dry runs and the client's own tests; four refusals).
+the dry runs and the client's own tests; six refusals).
 """
 
 from __future__ import annotations
@@ -87,6 +87,9 @@ def test_killed_api_servers_are_restarted_and_leave_nothing_behind(tmp_path: Pat
     (("--nemesis", "clock"), "clock nemesis cannot skew kube-apiserver"),
     (("--runtime", "docker"), "does not run under --runtime docker"),
     (("--client", "etcd"), "does not drive backend 'kubernetes'"),
+    # settings the library refuses: no renew deadline fits between 1 s and 1.2 retry periods
+    (("--lease-ms", "1000"), "lease_duration must be greater than renew_deadline"),
+    (("--client-opt", "lease_duration=2", "--lease-ms", "3000"), "shorter than the run's lease"),
 ])
 def test_bad_combinations_are_refused(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
     code, results = run(tmp_path, "k8s-bad", "--backend", "kubernetes", *args)
