@@ -109,7 +109,8 @@ class FaultDescriptor:
     """A fault: `factory` is the "module:Class" of its Fault (fencecheck.faults.base), built
     with a FaultContext. `requires`: service capabilities it needs; `runtimes`: where it works;
     `waits_for_grant`: with --pause-target holder the schedule starts it only once a fresh grant
-    is seen (so it lands inside a critical section)."""
+    is seen (so it lands inside a critical section). `worker_env`: its Fault is a WorkerEnv (the
+    workers start with the environment it gives, e.g. the clock shim)."""
 
     name: str
     factory: str
@@ -118,3 +119,4 @@ class FaultDescriptor:
     runtimes: frozenset[str] = frozenset(RUNTIMES)
     waits_for_grant: bool = True
     needs: tuple[Need, ...] = field(default=())
+    worker_env: bool = False

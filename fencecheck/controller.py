@@ -43,6 +43,7 @@ from fencecheck.workers import (
     spawn,
     stop_workers,
     worker_config,
+    worker_env,
     write_worker_config,
 )
 
@@ -185,9 +186,10 @@ def _drive(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str, t0_ns: int,
             write_worker_config(worker_config(cfg, i, w, copts, ropts, t0_ns), w.config)
             workers.append(w)
         grace = max(2.0, cfg.op_timeout_s * 2)
+        env_for_worker = worker_env(plan.faults, faults, stack)
         stack.callback(stop_workers, workers, grace)
         for w in workers:
-            w.proc = spawn(w, run_dir)
+            w.proc = spawn(w, run_dir, env=env_for_worker(w.name))
 
         pids = {w.name: w.proc.pid for w in workers if w.proc is not None}
         ctx = FaultContext(cluster, servers, plan.resource_node, service, pids,

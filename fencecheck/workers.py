@@ -10,12 +10,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fencecheck.clusters.base import ClientNode
+from fencecheck.clusters.base import ClientNode, ClusterError
 from fencecheck.config import RunConfig
+from fencecheck.descriptors.base import FaultDescriptor
+from fencecheck.faults.base import Fault, WorkerEnv
 from fencecheck.runstore import write_json
 from fencecheck.workloads.worker import WorkerConfig
 
@@ -66,13 +70,29 @@ def write_worker_config(config: WorkerConfig, path: Path) -> None:
     write_json(path, config.to_json())
 
 
-def spawn(w: Worker, run_dir: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+def spawn(w: Worker, run_dir: Path, extra: tuple[str, ...] = (),
+          env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     with open(run_dir / "nodes" / w.name / "worker.log", "ab") as out:
         return w.node.spawn(
             [sys.executable, "-m", "fencecheck.workloads.worker", str(w.config), *extra],
             stdout=out,
             stderr=subprocess.STDOUT,
+            env=env,
         )
+
+
+def worker_env(descriptors: Sequence[FaultDescriptor], faults: Mapping[str, Fault],
+               stack: ExitStack) -> Callable[[str], Mapping[str, str]]:
+    """env_for(worker) from the faults whose descriptor declares `worker_env`."""
+    given: list[Callable[[str], Mapping[str, str]]] = []
+    for d in descriptors:
+        fault = faults[d.name]
+        if d.worker_env:
+            if not isinstance(fault, WorkerEnv):
+                raise ClusterError(f"fault {d.name}: declares worker_env but its Fault has no "
+                                   "worker_env method")
+            given.append(fault.worker_env(stack))
+    return lambda name: {k: v for env_for in given for k, v in env_for(name).items()}
 
 
 def stop_workers(workers: list[Worker], grace_s: float) -> None:

@@ -18,6 +18,9 @@ that cannot start, before a run creates anything.
 - `shedlock-jdbc`: ShedLock's JDBC provider (JdbcTemplateLockProvider) on the PostgreSQL server of
   `postgres-advisory`, for the `cron` workload, as `shedlock`; the program creates the provider's
   table; `--client-opt use_db_time=true` takes the time from PostgreSQL (usingDbTime()).
+- `client-go`: Kubernetes' client-go leader election (tools/leaderelection, a LeaseLock) on the
+  `kubernetes` backend; token = the Lease's resourceVersion of the write that won; renewal by
+  the elector itself (a renew answers once it has renewed), release by ReleaseOnCancel.
 """
 
 from __future__ import annotations
@@ -91,6 +94,12 @@ class ShedLockJdbcClient(_Shipped):
     options `use_db_time` (its usingDbTime()) and `locked_by`; no renewal, no token."""
 
     name = build_name = "shedlock-jdbc"
+
+
+class ClientGoClient(_Shipped):
+    """client-go's LeaderElector over a LeaseLock; token = the Lease's resourceVersion."""
+
+    name = build_name = "client-go"
 
 
 def check_ready(client: str, options: Mapping[str, Any]) -> None:

@@ -2,7 +2,8 @@
 
 Lifecycle, in the controller's order: built with FaultOptions before anything starts; if it is
 a ServiceEnv, `prepare` runs before the lock service starts (its env goes to every server); if
-it is a ClientRoutes, `route` runs before the workers start (their options go through it);
+it is a ClientRoutes, `route` runs before the workers start (their options go through it); if
+its descriptor declares `worker_env`, `worker_env` runs before the workers start (their env);
 `bind` once the service and the workers run; then any number of `start`/`stop` pairs from the
 schedule; `heal` on every exit path (idempotent, undoes whatever is still in effect).
 A fault never changes the lock service's logical state beyond its fault.
@@ -100,6 +101,16 @@ class ServiceEnv(Protocol):
 
     def prepare(self, stack: ExitStack) -> EnvFor:
         """Set up; register its undo on stack first; return env_for(node) for the servers."""
+        ...
+
+
+@runtime_checkable
+class WorkerEnv(Protocol):
+    """A fault whose descriptor says `worker_env`: the workers (and the client programs they
+    start) run with the environment it gives (the clock shim on the client nodes)."""
+
+    def worker_env(self, stack: ExitStack) -> EnvFor:
+        """Set up; register its undo on stack first; return env_for(worker) for the workers."""
         ...
 
 

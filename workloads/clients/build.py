@@ -101,6 +101,12 @@ BUILDS: dict[str, ClientBuild] = {
                     str(d / "etcd-election"), "."]],
         lambda d: [str(d / "etcd-election")],
         "go build v1"),
+    "client-go": ClientBuild(
+        "client-go", "go/client-go",
+        lambda d: [["go", "build", "-mod=readonly", "-trimpath", "-o",
+                    str(d / "client-go-lease"), "."]],
+        lambda d: [str(d / "client-go-lease")],
+        "go build v1"),
     "redisson": ClientBuild(
         "redisson", "java/redisson", lambda d: _maven_javac(d, "RedissonLockClient"),
         lambda d: [*_java_run(d), "RedissonLockClient", "lock"], "mvn+javac v1"),

@@ -1,0 +1,126 @@
+"""client-go's Lease leader election (`client-go`, workloads/clients/go/client-go) on the
+`kubernetes` backend through `fencecheck run` (real API servers in network namespaces, short
+runs, fixed seeds): a paused holder on an unfenced resource is caught, fenced by the Lease's
+resourceVersion nothing is; and the `client-clock` fault, which moves the workers' wall clocks,
+leaves client-go (monotonic time) alone but not the wall-clock judge of kubernetes-python.
+
+Built by scripts/build-clients.sh (client-go and kube-apiserver; the README's test command runs
+it). A must-find test may try a second seed, since fault timing is chance; a must-not test never
+retries.
+"""
+
+from __future__ import annotations
+
+import random
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fencecheck.checker.history import load_ops
+from fencecheck.clusters.base import ClusterError
+from fencecheck.descriptors.base import FaultDescriptor
+from fencecheck.faults.base import EnvFor, FaultContext, ScheduleView
+from fencecheck.workers import worker_env
+from fencecheck.workloads.clients.build import NotBuilt, command
+from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
+
+K8S = ("--backend", "kubernetes", "--lease-ms", "2000")
+
+
+@pytest.fixture
+def built() -> None:
+    from fencecheck.clusters.services.kube_build import binary
+
+    try:
+        command("client-go")
+        binary()
+    except (NotBuilt, ClusterError) as e:
+        pytest.fail(str(e))  # the README's test command builds them: not a skip
+
+
+def grants(store: Path, name: str) -> list[Any]:
+    ops = load_ops(store / name / "latest" / "history.jsonl")
+    return [o for o in ops if o.f == "acquire" and o.ok]
+
+
+@pytest.mark.netns
+@pytest.mark.usefixtures("no_leftovers", "built")
+def test_client_go_unfenced_with_pauses_is_caught(tmp_path: Path) -> None:
+    # The paused process's elector stops renewing; another candidate takes the Lease once its
+    # LeaseDuration has passed, and the old holder writes on waking.
+    must_find(tmp_path, "client-go-pause", DAMAGE - {"double-grant"}, *K8S, "--client",
+              "client-go", "--nemesis", "pause", "--fencing", "off", "--time-limit", "20")
+
+
+@pytest.mark.netns
+@pytest.mark.usefixtures("no_leftovers", "built")
+def test_client_go_fenced_by_resource_version_survives_pauses(tmp_path: Path) -> None:
+    code, results = run(tmp_path, "client-go-fenced", *K8S, "--client", "client-go",
+                        "--fencing", "on", "--nemesis", "pause", "--time-limit", "20",
+                        "--seed", "1")
+    # The fence holds: no stale write, no lost update, tokens only grow. The lock itself may
+    # double-grant: a paused holder that wakes and gives up (ReleaseOnCancel) writes an empty
+    # holder over the Lease its successor now holds, because client-go's release trusts the
+    # holder it last observed, not the one it has just read; the next candidate then takes the
+    # Lease while the successor still leads.
+    assert code in (0, 1) and kinds(results) <= {"double-grant"}, kinds(results)
+    assert results["checks"]["fencing"].get("skipped") is None  # the tokens were judged
+    assert results["stats"]["writes_rejected_by_fence"] > 0  # a paused holder was stopped
+    ok = grants(tmp_path, "client-go-fenced")
+    assert len(ok) > 3 and all(isinstance(o.get("token"), int) for o in ok)
+    for a in ok:  # a grant that completed before another was asked for has the lower token
+        for b in ok:
+            if a.end_time is not None and a.end_time < b.time:
+                assert a.get("token") < b.get("token"), (a, b)
+
+
+@pytest.mark.netns
+@pytest.mark.usefixtures("no_leftovers", "built")
+def test_a_client_clock_bump_misleads_wall_clock_leases_but_not_client_go(
+        tmp_path: Path) -> None:
+    # The waiting candidates' clocks leap past the lease. kubernetes-python measures the
+    # holder's lease from when it saw the Lease change, by time.time(): it takes the Lease from
+    # a live holder. client-go measures it on Go's monotonic clock, which the shim cannot move.
+    # Sections of about 2 s in a 3 s lease: a candidate polls (every 1 s) more than once while
+    # one holder holds, so it sees the same Lease after its clock has leapt.
+    clock = ("--backend", "kubernetes", "--lease-ms", "3000", "--nemesis", "client-clock",
+             "--fencing", "off", "--think-ms", "600", "--time-limit", "15")
+    code, results = run(tmp_path, "client-go-clock", *clock, "--client", "client-go",
+                        "--seed", "1")
+    assert code == 0, kinds(results)
+    ops = load_ops(tmp_path / "client-go-clock" / "latest" / "history.jsonl")
+    assert any(o.f == "start-client-clock" and o.ok for o in ops), "no clock was moved"
+    must_find(tmp_path, "python-clock", {"double-grant"}, *clock, "--client",
+              "kubernetes-python")
+
+
+class _EnvFault:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.name = "fake"
+
+    def worker_env(self, stack: ExitStack) -> EnvFor:
+        return lambda node: {**self.env, "NODE": node}
+
+    def bind(self, ctx: FaultContext) -> None: ...
+    def hold_range_s(self) -> tuple[float, float]: return (1.0, 1.0)
+    def targets(self, rng: random.Random, view: ScheduleView) -> Any: return None
+    def start(self, value: Any) -> Any: return None
+    def stop(self) -> Any: return None
+    def heal(self) -> None: ...
+
+
+def test_workers_get_the_env_of_faults_that_declare_worker_env() -> None:
+    faults: dict[str, Any] = {"a": _EnvFault({"A": "1"}), "b": _EnvFault({"B": "2"})}
+    declared = (FaultDescriptor("a", "x:A", worker_env=True), FaultDescriptor("b", "x:B"))
+    with ExitStack() as stack:
+        env_for = worker_env(declared, faults, stack)
+    assert env_for("c1") == {"A": "1", "NODE": "c1"}  # b did not declare it: not asked
+
+
+def test_a_fault_that_declares_worker_env_without_giving_it_is_refused() -> None:
+    faults: dict[str, Any] = {"a": object()}
+    with ExitStack() as stack, pytest.raises(ClusterError, match="fault a: declares worker_env"):
+        worker_env((FaultDescriptor("a", "x:A", worker_env=True),), faults, stack)
