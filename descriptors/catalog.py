@@ -41,9 +41,10 @@ BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     postgres_advisory.BACKEND, kubernetes.BACKEND,
 )
 
-# The user's own program (--client-cmd; docs/client-protocol.md) drives every backend.
+# The user's own program (--client-cmd; docs/client-protocol.md) drives every backend and every
+# workload (the protocol has job locks for `cron`; shipped programs hold leader elections).
 STDIO_CLIENT = ClientDescriptor("stdio", "fencecheck.workloads.stdio_client:StdioClient",
-                                token="what the program replies", workloads=frozenset({"lock"}))
+                                token="what the program replies")
 
 GROUPS = ("fencecheck.backends", "fencecheck.clients", "fencecheck.resources", "fencecheck.faults")
 

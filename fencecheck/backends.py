@@ -83,11 +83,15 @@ def check_compatible(cfg: RunConfig) -> None:
             f"bad configuration: client: {cfg.client_name!r} does not drive backend "
             f"{cfg.backend!r} (choose one of {', '.join(known)}, or module:Class)"
         )
+    c = next((x for x in b.clients if x.name == cfg.client_name), None)
+    if c is not None and cfg.workload not in c.workloads:  # e.g. ShedLock: one run of a job
+        raise ConfigError(f"bad configuration: client: {c.name!r} drives the "
+                          f"{' or '.join(sorted(c.workloads))} workload, not --workload "
+                          f"{cfg.workload}")
     try:  # a shipped client that is not built, a --client-cmd that is not there
         _load("fencecheck.workloads.third_party:check_ready")(cfg.client_name, cfg.client_options)
     except WorkloadError as e:
         raise ConfigError(f"bad configuration: client: {e}") from None
-    c = next((x for x in b.clients if x.name == cfg.client_name), None)
     if c is not None and c.settings_check is not None:  # settings its library refuses
         try:
             _load(c.settings_check)(cfg.client_options, cfg.lease_ms)

@@ -84,3 +84,16 @@ def test_a_new_descriptor_module_is_found_without_editing_a_list(
                              catalog.BackendDescriptor)
     assert [b.name for b in found] == ["mydb"]
     assert {b.name for b in BACKENDS} <= set(catalog.backends())  # the built-ins, found too
+
+
+@pytest.mark.parametrize(("backend", "client", "workload"), [
+    ("redis", "shedlock", "lock"),  # a lock for one run of a job: cron only
+    ("etcd", "etcd-go-election", "lock"),  # an election: leader only
+])
+def test_a_client_is_refused_for_a_workload_its_descriptor_does_not_list(
+        tmp_path: Path, backend: str, client: str, workload: str) -> None:
+    from fencecheck.config import ConfigError, make_config
+
+    cfg = make_config(backend=backend, client=client, workload=workload, store=tmp_path)
+    with pytest.raises(ConfigError, match=f"drives the .* workload, not --workload {workload}"):
+        backends.check_compatible(cfg)
