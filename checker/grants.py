@@ -28,6 +28,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import islice, repeat
+from operator import attrgetter, le
 from typing import Any
 
 from fencecheck.checker.base import NEMESIS, Op, OpRef, Process, Violation, op_ref
@@ -78,6 +80,38 @@ class GrantTable:
     job_writes: int = 0  # writes that execute a cron job (checker.jobs.job_id is not None)
     acquire_ops: int = 0  # acquires of any outcome, and those of them with a lease
     acquires_with_lease: int = 0
+    steps: list[Op] = field(default_factory=list)  # renews and releases (checker.careless)
+    columns: dict[str, WriteColumns] = field(default_factory=dict)  # by key, see write_columns
+
+
+@dataclass(frozen=True, slots=True)
+class WriteColumns:
+    """A key's accepted writes (GrantTable.writes) as columns, for the fencing and exclusion
+    sweeps. `ordered`: invoke times never decrease along the list and no write completed before
+    it began, so that w1.ok < w2.invoke puts w1 before w2 in the list."""
+
+    inv: list[int]
+    ok: list[int]
+    tokens: list[Any]  # the value's token, as written
+    ordered: bool
+
+
+_TIME = attrgetter("time")
+_END = attrgetter("end_time")
+_VALUE = attrgetter("value")
+
+
+def write_columns(table: GrantTable, key: str) -> WriteColumns:
+    """The columns of one key's accepted writes, made once per table (in C-level passes)."""
+    cols = table.columns.get(key)
+    if cols is None:
+        ws = table.writes[key]
+        inv = list(map(_TIME, ws))
+        ok = list(map(_END, ws))  # accepted writes have completed
+        tokens = list(map(dict.get, map(_VALUE, ws), repeat("token")))
+        ordered = all(map(le, inv, islice(inv, 1, None))) and all(map(le, inv, ok))
+        cols = table.columns[key] = WriteColumns(inv, ok, tokens, ordered)
+    return cols
 
 
 @dataclass(slots=True)
@@ -158,6 +192,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     write_grant: dict[int, int] = {}
     writes: dict[str, list[Op]] = {}
     last_reads: dict[str, Op] = {}
+    steps: list[Op] = []
     no_lock = jobs = acquire_ops = leased = 0
 
     def close(g: _Open, at: int | float, by: str) -> None:
@@ -181,26 +216,33 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
 
     for op in ops:
         f = op.f
+        # reads and writes are most ops: their branches come first and do the least
+        if f == "read":
+            if op.type == "ok" and op.process != NEMESIS:
+                v = op.value
+                rkey = None if v is None else v.get("key")
+                if type(rkey) is str:
+                    last_reads[rkey] = op
+            continue
         p = op.process
         if p == NEMESIS:
             continue
         v = op.value
+        if f == "renew" or f == "release":
+            steps.append(op)
         if v is None:
             continue
         if f == "write":
+            rkey = v.get("key")
             job = v.get("job")
-            if type(job) is int:
+            if type(job) is int or (type(rkey) is str and rkey.startswith("job:")
+                                    and rkey[4:].isdigit()):
                 jobs += 1
-            elif "key" in v:
-                jk = v["key"]
-                if type(jk) is str and jk.startswith("job:") and jk[4:].isdigit():
-                    jobs += 1
             if op.type == "ok":
                 wlock = v.get("lock")
                 gid = last_pl.get((p, wlock)) if type(wlock) is str else None
                 if gid is not None:
                     write_grant[op.index] = gid
-                rkey = v.get("key")
                 # A cron job's execution (it carries "job") is judged by the jobs check, which
                 # knows whether duplicates are harmless or deduplicated, not as a counter write.
                 if type(rkey) is str and "job" not in v:
@@ -209,12 +251,6 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                         writes[rkey] = [op]
                     else:
                         kw.append(op)
-            continue
-        if f == "read":
-            if op.type == "ok":
-                rkey = v.get("key")
-                if type(rkey) is str:
-                    last_reads[rkey] = op
             continue
         if f == "acquire" or f == "release":
             if f == "acquire":
@@ -280,7 +316,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
         close(g, INF, "nothing")
     grants = [g for g in done if g is not None]
     return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs,
-                      acquire_ops, leased)
+                      acquire_ops, leased, steps)
 
 
 # ---- reporting helpers shared by the checks ----

@@ -40,7 +40,7 @@ def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
             if start < end:
                 by_lock.setdefault(g.lock, []).append((start, end, by, g))
     found = Collector()
-    careless = CarelessSteps(ops)  # explanation hook only (checker/careless.py)
+    careless = CarelessSteps(table.steps)  # explanation hook only (checker/careless.py)
     for lock, stretches in by_lock.items():
         stretches.sort(key=lambda s: s[0])
         reach: _Stretch | None = None

@@ -185,7 +185,7 @@ def _plain_lease(x: Any) -> bool:
 
 # The common shapes, tested in one expression each (the hot path of a million-event load); a
 # value that fails its shape is judged by value_problem, which holds it to VALUES and says why.
-_USUAL: Final[dict[str, Callable[[dict[str, Any]], bool]]] = {
+USUAL: Final[dict[str, Callable[[dict[str, Any]], bool]]] = {
     "acquire": lambda v: (type(v.get("lock")) is str and _plain_lease(v.get("lease_ms"))
                           and _token(v.get("token")) and "attempt_ns" not in v),
     "renew": lambda v: (type(v.get("lock")) is str and type(v.get("lease_ms")) is int
@@ -200,7 +200,7 @@ _USUAL: Final[dict[str, Callable[[dict[str, Any]], bool]]] = {
 
 def check_value(op: Op, src: str, lineno: int) -> None:
     """HistoryError(src, lineno, "value.field: what") if the op's value is not as VALUES says."""
-    usual = _USUAL.get(op.f)
+    usual = USUAL.get(op.f)
     v = op.value
     if usual is not None and v is not None and usual(v):
         return
