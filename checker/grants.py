@@ -170,6 +170,10 @@ def _token(op: Op) -> int | None:
     return t if type(t) is int else None
 
 
+def _job_key(key: Any) -> bool:
+    return type(key) is str and key.startswith("job:") and key[4:].isdigit()
+
+
 def retired_processes(ops: Sequence[Op]) -> set[Process]:
     """Processes whose last op was `info` (or never completed): the worker went on under a new
     id. `ops` in invoke order, so a process's last op is its last in the list."""
@@ -234,9 +238,11 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             continue
         if f == "write":
             rkey = v.get("key")
-            job = v.get("job")
-            if type(job) is int or (type(rkey) is str and rkey.startswith("job:")
-                                    and rkey[4:].isdigit()):
+            # a cron job's execution: its value's "job", or a key job:<n> (checker.jobs.job_id);
+            # the keys of ok writes without "job" are looked at once each, after the loop
+            if "job" in v:
+                jobs += type(v["job"]) is int or _job_key(rkey)
+            elif op.type != "ok" and _job_key(rkey):
                 jobs += 1
             if op.type == "ok":
                 wlock = v.get("lock")
@@ -314,6 +320,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             cur.expired_at = max(cur.expired_at, op.end_time + ns[1])
     for g in list(open_pl.values()):
         close(g, INF, "nothing")
+    jobs += sum(len(ws) for k, ws in writes.items() if _job_key(k))
     grants = [g for g in done if g is not None]
     return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs,
                       acquire_ops, leased, steps)
