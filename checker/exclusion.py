@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import islice
-from operator import attrgetter, ne
+from operator import ne
 from typing import Any
 
 from fencecheck.checker.base import CheckResult, Op, op_ref
@@ -28,8 +28,6 @@ from fencecheck.checker.grants import (
     who,
     write_columns,
 )
-
-_INDEX = attrgetter("index")
 
 
 def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: list[int],
@@ -114,7 +112,7 @@ def exclusion(ops: Sequence[Op], *, max_drift: float = 0.01,
     for key, ws in table.writes.items():
         accepted += len(ws)
         cols = write_columns(table, key)
-        gids: list[Any] = list(map(owner.get, map(_INDEX, ws)))
+        gids: list[Any] = cols.gids
         if None not in gids:
             if cols.ordered and runs_apart(gids):
                 continue

@@ -28,7 +28,6 @@ from fencecheck.checker.grants import (
 )
 
 _START = attrgetter("start")
-_INVOKE = attrgetter("acquire.time")
 
 
 def _regressions(table: GrantTable, found: Collector) -> tuple[int, int]:
@@ -42,8 +41,7 @@ def _regressions(table: GrantTable, found: Collector) -> tuple[int, int]:
     for lock, gs in by_lock.items():
         by_ok = sorted(gs, key=_START)
         tokens = [g.token or 0 for g in by_ok]  # only grants with a token are here
-        if (all(map(lt, tokens, islice(tokens, 1, None)))
-                and all(map(le, map(_INVOKE, gs), map(_START, gs)))):
+        if not table.granted_before_invoke and all(map(lt, tokens, islice(tokens, 1, None))):
             # g1.ok < g2.invoke <= g2.ok puts g1 first in ok order, with a lower token
             continue
         j = 0
