@@ -1,75 +1,39 @@
-"""The fast path of `history.load_ops`: a well-formed history read in chunks, paired in one pass.
+"""The fast path of `history.load_ops`: a well-formed history read, paired and checked in one pass.
 
-`fast_ops(path)` decodes the file a chunk of lines at a time (one msgspec `decode_lines` call per
-chunk, into the same `Line` schema as the exact reader), checks the indexes of a whole chunk in
-C, and pairs invokes with completions in a single loop that keeps one entry per process (its last
-event), so every rule of the exact reader costs one dict lookup. It gives up, returning None, at
-the first thing out of the ordinary (a line that does not decode, a blank line, an index out of
-sequence, a pairing or ordering problem, a value the checks cannot use): `load_ops` then reads
-the file again with the exact, line-at-a-time reader, which names the line and the problem. The
-two agree on every well-formed history (tests/checker/test_fastload.py), so this path changes
-speed only, never a verdict.
+`fast_ops(path)` decodes each line into the exact reader's `Line` schema and pairs invokes with
+completions in a single loop that keeps one entry per process (its last event), so each rule of
+the exact reader (index in sequence, time not going backwards, one op at a time, no reuse of a
+retired process, a value the checks can use) costs a comparison or one dict lookup. It gives up,
+returning None, at the first thing out of the ordinary (a line that does not decode or is not
+UTF-8, an index out of sequence, a pairing or ordering problem, a value the checks cannot use):
+`load_ops` then reads the file again with the exact reader, which names the line and the
+problem. The two agree on every well-formed history (tests/checker/test_fastload.py), so this
+path changes speed only, never a verdict.
 
-Why: on the 1,000,009-event benchmark history, the line-at-a-time loop spent twice the decode
-time on Python bookkeeping (a tuple per invoke, a placeholder slot per op, two dict updates per
-event); this loop does about half of that (benchmarks/bench_checker.py).
+Why: on the 1,000,009-event benchmark history the exact loop spent twice the decode time on
+bookkeeping (a tuple per invoke, a placeholder slot per op, two dict updates per event); this one
+spends about half that. Where the time goes is mostly cache misses: the checks walk half a
+million ops several times, so what is shared (one string per `f`) is read from cache and what
+is per op is touched as few times as possible (benchmarks/bench_checker.py).
 """
 
 from __future__ import annotations
 
-import itertools
 import operator
 from pathlib import Path
-from typing import Any, Final
+from sys import intern
+from typing import Any
 
 import msgspec
 
 from fencecheck.checker.base import NEMESIS, Op
 from fencecheck.checker.reader import DECODER, USUAL, Line, value_problem
 
-CHUNK_BYTES: Final = 8 << 20  # bounds the memory of undecoded text and Line structs at once
 _INDEX = operator.attrgetter("index")
 
 
 class _Irregular(Exception):
     """Something the fast path does not judge: the exact reader will."""
-
-
-def _lines(path: Path) -> Any:
-    """Each chunk of the file's lines, decoded; raises _Irregular where the exact reader might
-    not read the text as this does (bad UTF-8, blank lines, lines that are not one object)."""
-    start = 0
-    with open(path, "rb") as fh:
-        rest = b""
-        while True:
-            block = fh.read(CHUNK_BYTES)
-            if not block:
-                text, rest = rest, b""
-            else:
-                cut = block.rfind(b"\n") + 1
-                if cut == 0:
-                    rest += block
-                    continue
-                text, rest = rest + block[:cut], block[cut:]
-            if not text:
-                return
-            if not text.isascii():
-                try:
-                    text.decode("utf-8")  # msgspec skips unknown field names unchecked
-                except UnicodeDecodeError:
-                    raise _Irregular from None
-            try:
-                lines = DECODER.decode_lines(text)
-            except (msgspec.MsgspecError, RecursionError):
-                raise _Irregular from None
-            # decode_lines skips blank lines and reads an object across lines or two on one:
-            # the exact reader calls those errors, so only one object per line passes here
-            if len(lines) != text.count(b"\n") + (not text.endswith(b"\n")):
-                raise _Irregular
-            if not all(map(operator.eq, map(_INDEX, lines), itertools.count(start))):
-                raise _Irregular
-            start += len(lines)
-            yield lines
 
 
 def _checked(op: Op) -> Op:
@@ -93,7 +57,10 @@ def _pair(path: Path) -> list[Op]:
     with open(path, "rb") as fh:
         for raw in fh:
             if not raw.isascii():
-                raise _Irregular  # msgspec skips unknown field names unchecked: read exactly
+                try:
+                    raw.decode("utf-8")  # msgspec skips unknown field names unchecked
+                except UnicodeDecodeError:
+                    raise _Irregular from None
             d = decode(raw)
             if d.index != n:
                 raise _Irregular
@@ -106,7 +73,9 @@ def _pair(path: Path) -> list[Op]:
                     raise _Irregular
                 last[p] = d
                 continue
-            f = d.f
+            # one shared string per name: every later `op.f == "read"` is then an identity
+            # test on an object in cache, not a read of half a million scattered strings
+            f = intern(d.f)
             if prev is None or prev.type != "invoke" or prev.f != f or d.time < prev.time:
                 raise _Irregular
             last[p] = d

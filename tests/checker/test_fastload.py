@@ -77,3 +77,12 @@ def test_irregular_input_gets_the_exact_readers_message(tmp_path: Path, text: st
     assert fast_ops(path) is None
     with pytest.raises(HistoryError, match=f"h.jsonl{where}"):
         load_ops(path)
+
+
+def test_non_ascii_text_takes_the_fast_path(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text("\n".join(GOOD).replace('"l"', '"verrou-\u00e9"') + "\n", encoding="utf-8")
+    fast = fast_ops(path)
+    assert fast is not None and fast == exact_ops(path, monkeypatch)
+    assert fast[0].get("lock") == "verrou-\u00e9"
