@@ -37,12 +37,16 @@ class CarelessSteps:
         for op in ops:
             if op.f not in ("release", "renew"):
                 continue
-            lock, own = op.get("lock"), op.get("token")
             if op.f == "renew" and op.type == "fail":
                 self.refused_renews.setdefault(op.process, []).append(op)
-            if not op.ok or not isinstance(lock, str):
+            v = op.value
+            if not op.ok or v is None or ("deleted_token" not in v and "extended_token" not in v
+                                          and "lease_ttl_s" not in v):
+                continue  # a strict client's step: nothing to index (most of them)
+            lock, own = v.get("lock"), v.get("token")
+            if not isinstance(lock, str):
                 continue
-            deleted, extended = op.get("deleted_token"), op.get("extended_token")
+            deleted, extended = v.get("deleted_token"), v.get("extended_token")
             if op.f == "release" and type(deleted) is int and deleted != own:
                 self.deletes.setdefault((lock, deleted), []).append(op)
             if op.f == "renew" and type(extended) is int and extended != own:

@@ -84,6 +84,7 @@ class GrantTable:
     columns: dict[str, WriteColumns] = field(default_factory=dict)  # by key, see write_columns
     # a grant whose ok time is before its invoke's (only a hand-made history has one)
     granted_before_invoke: bool = True
+    nemesis_ops: list[Op] | None = None  # the nemesis' ops (all but any named read)
 
 
 @dataclass(slots=True)
@@ -197,6 +198,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     writes: dict[str, list[Op]] = {}
     columns: dict[str, WriteColumns] = {}
     granted_before_invoke = False
+    nemesis_ops: list[Op] = []
     last_reads: dict[str, Op] = {}
     steps: list[Op] = []
     no_lock = jobs = acquire_ops = leased = 0
@@ -232,6 +234,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             continue
         p = op.process
         if p == NEMESIS:
+            nemesis_ops.append(op)
             continue
         v = op.value
         if f == "renew" or f == "release":
@@ -333,7 +336,8 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     jobs += sum(len(ws) for k, ws in writes.items() if _job_key(k))
     grants = [g for g in done if g is not None]
     return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs,
-                      acquire_ops, leased, steps, columns, granted_before_invoke)
+                      acquire_ops, leased, steps, columns, granted_before_invoke,
+                      nemesis_ops)
 
 
 # ---- reporting helpers shared by the checks ----
