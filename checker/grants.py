@@ -66,6 +66,21 @@ class Grant:
 
 
 @dataclass(frozen=True, slots=True)
+class OpTally:
+    """What the statistics count (checker.analyze.stats), gathered in build_grants' pass while
+    each op is in the CPU's cache: a pass of their own over half a million ops costs as much again
+    in cache misses."""
+
+    per_f: dict[str, int]  # client ops by f
+    not_ok: dict[tuple[str, str], int]  # client ops by (f, type), type fail or info
+    processes: set[Process]  # client processes
+    unfinished: list[Op]  # every op never completed, the nemesis' too
+    granted_writes: list[Op]  # accepted writes that belong to a grant (write_grant)
+    last_end: int  # the latest completion time of any op
+    rejected_writes: int  # client writes failed with error stale-token
+
+
+@dataclass(frozen=True, slots=True)
 class GrantTable:
     """All grants in acquire-invoke order (`grants[i].id == i`), the grant each accepted write
     belongs to, and per key the accepted writes and the last ok read (one pass serves all the
@@ -84,7 +99,8 @@ class GrantTable:
     columns: dict[str, WriteColumns] = field(default_factory=dict)  # by key, see write_columns
     # a grant whose ok time is before its invoke's (only a hand-made history has one)
     granted_before_invoke: bool = True
-    nemesis_ops: list[Op] | None = None  # the nemesis' ops (all but any named read)
+    nemesis_ops: list[Op] | None = None  # the nemesis' ops
+    tally: OpTally | None = None
 
 
 @dataclass(slots=True)
@@ -199,6 +215,12 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     columns: dict[str, WriteColumns] = {}
     granted_before_invoke = False
     nemesis_ops: list[Op] = []
+    per_f: dict[str, int] = {}  # client ops by f, and those of them not ok by (f, type)
+    not_ok: dict[tuple[str, str], int] = {}
+    processes: set[Process] = set()
+    unfinished: list[Op] = []
+    granted_writes: list[Op] = []
+    last_end = rejected = 0
     last_reads: dict[str, Op] = {}
     steps: list[Op] = []
     no_lock = jobs = acquire_ops = leased = 0
@@ -224,20 +246,35 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
 
     for op in ops:
         f = op.f
+        t = op.type
+        p = op.process
+        end = op.end_time
+        if end is None:
+            unfinished.append(op)
+        elif end > last_end:
+            last_end = end
+        if p == NEMESIS:
+            nemesis_ops.append(op)
+            continue
+        # tallied here, where the op is in cache, for checker.analyze.stats
+        per_f[f] = per_f.get(f, 0) + 1
+        processes.add(p)
+        if t != "ok":
+            k = (f, t)
+            not_ok[k] = not_ok.get(k, 0) + 1
         # reads and writes are most ops: their branches come first and do the least
         if f == "read":
-            if op.type == "ok" and op.process != NEMESIS:
+            if t == "ok":
                 v = op.value
                 rkey = None if v is None else v.get("key")
                 if type(rkey) is str:
                     last_reads[rkey] = op
             continue
-        p = op.process
-        if p == NEMESIS:
-            nemesis_ops.append(op)
-            continue
         v = op.value
-        if f == "renew" or f == "release":
+        if f == "write":
+            if t == "fail" and op.error == "stale-token":
+                rejected += 1
+        elif f == "renew" or f == "release":
             steps.append(op)
         if v is None:
             continue
@@ -254,6 +291,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 gid = last_pl.get((p, wlock)) if type(wlock) is str else None
                 if gid is not None:
                     write_grant[op.index] = gid
+                    granted_writes.append(op)
                 # A cron job's execution (it carries "job") is judged by the jobs check, which
                 # knows whether duplicates are harmless or deduplicated, not as a counter write.
                 if type(rkey) is str and "job" not in v:
@@ -337,7 +375,8 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     grants = [g for g in done if g is not None]
     return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs,
                       acquire_ops, leased, steps, columns, granted_before_invoke,
-                      nemesis_ops)
+                      nemesis_ops, OpTally(per_f, not_ok, processes, unfinished, granted_writes,
+                                           last_end, rejected))
 
 
 # ---- reporting helpers shared by the checks ----

@@ -132,7 +132,7 @@ def build_incidents(checks: dict[str, CheckResult], table: GrantTable,
                 groups.setdefault(v.stale_grant, []).append((name, n))
     order = sorted(groups, key=lambda gid: (table.grants[gid].start, gid))
     nemesis = table.nemesis_ops if table.nemesis_ops is not None else ops
-    windows = fault_windows(nemesis) if order else []  # start-X/stop-X: never a read
+    windows = fault_windows(nemesis) if order else []
     incidents: list[dict[str, Any]] = []
     for number, gid in enumerate(order, 1):
         stale = table.grants[gid]
