@@ -19,7 +19,6 @@ is per op is touched as few times as possible (benchmarks/bench_checker.py).
 
 from __future__ import annotations
 
-import operator
 from pathlib import Path
 from sys import intern
 from typing import Any
@@ -28,8 +27,6 @@ import msgspec
 
 from fencecheck.checker.base import NEMESIS, Op
 from fencecheck.checker.reader import DECODER, USUAL, Line, value_problem
-
-_INDEX = operator.attrgetter("index")
 
 
 class _Irregular(Exception):
@@ -46,10 +43,15 @@ def _checked(op: Op) -> Op:
 
 
 def _pair(path: Path) -> list[Op]:
-    last: dict[Any, Line] = {}  # process -> its last event
-    ops: list[Op] = []
+    # Each op has a slot in `ops`, in invoke order, taken at its invoke: it holds the invoke's
+    # Line until the completion replaces it with the Op. `last` maps a process to the slot of its
+    # latest op, so a process's previous event is always at hand (the Line of an invoke still
+    # pending, or the Op whose completion came last).
+    last: dict[Any, int] = {}
+    ops: list[Any] = []
     append = ops.append
     make = Op
+    line_type = Line
     usual = USUAL
     nemesis = NEMESIS
     decode = DECODER.decode
@@ -66,35 +68,42 @@ def _pair(path: Path) -> list[Op]:
                 raise _Irregular
             n += 1
             p = d.process
-            prev = last.get(p)
+            slot = last.get(p)
             if d.type == "invoke":
-                if prev is not None and (prev.type == "invoke" or d.time < prev.time
-                                         or (prev.type == "info" and p != nemesis)):
-                    raise _Irregular
-                last[p] = d
+                if slot is not None:
+                    prev = ops[slot]
+                    # busy, going back in time, or retired by an info
+                    if (type(prev) is line_type or d.time < prev.end_time
+                            or (prev.type == "info" and p != nemesis)):
+                        raise _Irregular
+                last[p] = len(ops)
+                append(d)
                 continue
+            if slot is None:
+                raise _Irregular
+            inv = ops[slot]
             # one shared string per name: every later `op.f == "read"` is then an identity
             # test on an object in cache, not a read of half a million scattered strings
             f = intern(d.f)
-            if prev is None or prev.type != "invoke" or prev.f != f or d.time < prev.time:
+            if type(inv) is not line_type or inv.f != f or d.time < inv.time:
                 raise _Irregular
-            last[p] = d
-            v = prev.value
+            v = inv.value
             cv = d.value
             if cv is not None:
                 if v is None:
                     v = cv
                 else:
                     v.update(cv)  # both dicts are fresh from the decoder: ours
-            op = make(p, f, d.type, prev.index, prev.time, d.index, d.time, v, d.error)
+            op = make(p, f, d.type, inv.index, inv.time, d.index, d.time, v, d.error)
             check = usual.get(f)
             if check is not None and not (v is not None and check(v)):
                 _checked(op)
-            append(op)
-    for p, d in last.items():
-        if d.type == "invoke":  # never completed: info with no end
-            append(_checked(make(p, d.f, "info", d.index, d.time, None, None, d.value)))
-    ops.sort(key=_INDEX)  # appended as they completed; the checks want invoke order
+            ops[slot] = op
+    for p, slot in last.items():
+        d = ops[slot]
+        if type(d) is line_type:  # never completed: info with no end
+            ops[slot] = _checked(make(p, intern(d.f), "info", d.index, d.time, None, None,
+                                      d.value))
     return ops
 
 
