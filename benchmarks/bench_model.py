@@ -200,11 +200,14 @@ def main() -> None:
             n = export_for_porcupine(history, model, exported)
             ours = run_ours(history, model, args.time_limit, args.max_mem_gb)
             theirs = run_porcupine(exported, model, args.time_limit, args.max_mem_gb)
-            agree = ours["verdict"] == theirs["verdict"]
+            decided = {"valid", "invalid"}
+            # only two verdicts can contradict each other; unknown or out of memory cannot
+            agree = not (ours["verdict"] in decided and theirs["verdict"] in decided
+                         and ours["verdict"] != theirs["verdict"])
             rows.append((label, n, ours, theirs, agree))
             log.info("%s (%d ops judged, limit %.0f s): fencecheck %s; Porcupine %s%s", label, n,
                      args.time_limit, _cell(ours), _cell(theirs),
-                     "" if agree else "  (verdicts differ)")
+                     "" if agree else "  VERDICTS DIFFER")
     log.info("")
     log.info("| history | fencecheck --model | Porcupine v1.3.1 |")
     log.info("|---|---|---|")
