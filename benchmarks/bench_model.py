@@ -158,13 +158,14 @@ def run_porcupine(exported: Path, model: str, limit_s: float,
     return res
 
 
-def cases(only: str | None) -> list[tuple[str, str, list[dict[str, Any]]]]:
+def cases(only: str | None, cas_processes: int) -> list[tuple[str, str, list[dict[str, Any]]]]:
     out = []
     if only in (None, "cas"):
-        events = to_events(cas_history(1000, 50, seed=1))
-        out.append(("cas-register 1k ops x 50 processes, valid", "cas-register", events))
-        out.append(("cas-register 1k ops x 50 processes, planted read", "cas-register",
-                    plant_read(to_events(cas_history(1000, 50, seed=1)))))
+        name = f"cas-register 1k ops x {cas_processes} processes"
+        out.append((f"{name}, valid", "cas-register",
+                    to_events(cas_history(1000, cas_processes, seed=1))))
+        out.append((f"{name}, planted read", "cas-register",
+                    plant_read(to_events(cas_history(1000, cas_processes, seed=1)))))
     if only in (None, "mutex"):
         out.append(("mutex 200k ops x 10 processes, valid", "mutex",
                     to_events(mutex_history(200_000, 10, seed=1))))
@@ -179,6 +180,8 @@ def main() -> None:
     ap.add_argument("history", nargs="?", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds, for both tools")
     ap.add_argument("--only", choices=("cas", "mutex"))
+    ap.add_argument("--cas-processes", type=int, default=50,
+                    help="processes of the cas-register history (default 50)")
     ap.add_argument("--max-mem-gb", type=float, default=8.0,
                     help="address-space cap of each checker's process (default 8): Porcupine "
                          "keeps a bitset of every op per configuration it caches, 15.6 GB on the "
@@ -193,7 +196,7 @@ def main() -> None:
                          "-o porcupine-bench .)")
     rows = []
     with tempfile.TemporaryDirectory(prefix="fc-bench-model-") as tmp:
-        for label, model, events in cases(args.only):
+        for label, model, events in cases(args.only, args.cas_processes):
             history = Path(tmp) / "history.jsonl"
             write_history(history, events)
             exported = Path(tmp) / "porcupine.json"
