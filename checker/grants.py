@@ -19,7 +19,8 @@ started before the invoke, so until then the service must consider it held. The 
   invoke + floor(lease_ms x 10^6 x (1 - max_drift)), with max_drift read as the decimal it was
   written as (0.01 is 1/100, not the nearest binary float).
 
-Also here: small helpers the checks use to explain and cap what they report.
+Built in the same pass (checker.tally): each key's accepted writes as columns, and the counts of
+the statistics. Also here: small helpers the checks use to explain and cap what they report.
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from itertools import islice
-from operator import le
 from typing import Any
 
 import msgspec
 
 from fencecheck.checker.base import NEMESIS, Op, OpRef, Process, Violation, op_ref
+from fencecheck.checker.tally import OpTally, WriteColumns
 
 MAX_REPORTED = 100  # violations listed per check; all are counted in the check's details
 NS_PER_MS = 1_000_000
@@ -69,21 +69,6 @@ class Grant(msgspec.Struct, frozen=True, gc=False):
 
 
 @dataclass(frozen=True, slots=True)
-class OpTally:
-    """What the statistics count (checker.analyze.stats), gathered in build_grants' pass while
-    each op is in the CPU's cache: a pass of their own over half a million ops costs as much again
-    in cache misses."""
-
-    per_f: dict[str, int]  # client ops by f
-    not_ok: dict[tuple[str, str], int]  # client ops by (f, type), type fail or info
-    processes: set[Process]  # client processes
-    unfinished: list[Op]  # every op never completed, the nemesis' too
-    granted_writes: list[Op]  # accepted writes that belong to a grant (write_grant)
-    last_end: int  # the latest completion time of any op
-    rejected_writes: int  # client writes failed with error stale-token
-
-
-@dataclass(frozen=True, slots=True)
 class GrantTable:
     """All grants in acquire-invoke order (`grants[i].id == i`), the grant each accepted write
     belongs to, and per key the accepted writes and the last ok read (one pass serves all the
@@ -104,29 +89,6 @@ class GrantTable:
     granted_before_invoke: bool = True
     nemesis_ops: list[Op] | None = None  # the nemesis' ops
     tally: OpTally | None = None
-
-
-@dataclass(slots=True)
-class WriteColumns:
-    """A key's accepted writes (GrantTable.writes) as columns, for the fencing, exclusion and
-    counter sweeps; filled in build_grants' pass, while each op is still in the CPU's cache (a
-    pass of their own over half a million ops costs as much again in cache misses)."""
-
-    inv: list[int] = field(default_factory=list)  # invoke times
-    ok: list[int] = field(default_factory=list)  # completion times (accepted writes completed)
-    tokens: list[Any] = field(default_factory=list)  # the value's token, as written
-    gids: list[int | None] = field(default_factory=list)  # write_grant of each, or None
-    _ordered: bool | None = None
-
-    @property
-    def ordered(self) -> bool:
-        """Invoke times never decrease along the list and no write completed before it began,
-        so that w1.ok < w2.invoke puts w1 before w2 in the list."""
-        if self._ordered is None:
-            inv = self.inv
-            self._ordered = (all(map(le, inv, islice(inv, 1, None)))
-                             and all(map(le, inv, self.ok)))
-        return self._ordered
 
 
 def write_columns(table: GrantTable, key: str) -> WriteColumns:
