@@ -83,7 +83,9 @@ class GrantTable:
     job_writes: int = 0  # writes that execute a cron job (checker.jobs.job_id is not None)
     acquire_ops: int = 0  # acquires of any outcome, and those of them with a lease
     acquires_with_lease: int = 0
-    steps: list[Op] = field(default_factory=list)  # renews and releases (checker.careless)
+    # renews and releases checker.careless may name: refused renews, and ok steps whose value
+    # carries its evidence (deleted_token, extended_token, lease_ttl_s)
+    steps: list[Op] = field(default_factory=list)
     columns: dict[str, WriteColumns] = field(default_factory=dict)  # by key, see write_columns
     # a grant whose ok time is before its invoke's (only a hand-made history has one)
     granted_before_invoke: bool = True
@@ -239,8 +241,10 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
         if f == "write":
             if t == "fail" and op.error == "stale-token":
                 rejected += 1
-        elif f == "renew" or f == "release":
-            steps.append(op)
+        elif (f == "renew" or f == "release") and (
+                (t == "fail" and f == "renew") or (t == "ok" and v is not None and (
+                    "deleted_token" in v or "extended_token" in v or "lease_ttl_s" in v))):
+            steps.append(op)  # what checker.careless indexes: refused renews, ok ones with evidence
         if v is None:
             continue
         if f == "write":
