@@ -8,6 +8,8 @@ Per grant G it is enough to take a1 = G's earliest-completing write and a2 = G's
 one, and ask whether some other grant's write lies strictly between (a1.ok, a2.invoke). That
 question is answered for all grants at once from suffix minima, over the key's writes in invoke
 order, of the completion time (the best two from distinct grants, so G's own can be skipped).
+A key whose writes are in invoke-time order with each grant's writes in one run cannot hold a
+violation (`runs_apart`), which C-level passes show without the sweep.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: lis
 
 def runs_apart(grant: list[int]) -> bool:
     """True if each grant's writes form one unbroken run of the list. With the list `ordered`
-    (checker.grants.WriteColumns) nothing interleaves then: a1.ok < b.invoke and b.ok < a2.invoke
+    (checker.tally.WriteColumns) nothing interleaves then: a1.ok < b.invoke and b.ok < a2.invoke
     put b strictly between a1 and a2 in the list, where a run of a1's grant leaves no room."""
     return int(sum(map(ne, grant, islice(grant, 1, None)))) + 1 == len(set(grant))
 
