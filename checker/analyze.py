@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fencecheck.checker.base import NEMESIS, CheckResult, Op, Results, combine
+from fencecheck.checker.base import CheckResult, Op, Results, combine
 from fencecheck.checker.counter import counter
 from fencecheck.checker.exclusion import exclusion
 from fencecheck.checker.fencing import fencing
@@ -35,53 +35,36 @@ def _guarded(name: str, run: Callable[[], CheckResult]) -> CheckResult:
 
 
 def stats(ops: Sequence[Op], table: GrantTable) -> dict[str, Any]:
-    """Counts of what happened that is not itself a violation."""
-    counts: dict[tuple[str, str], int] = {}
+    """Counts of what happened that is not itself a violation (from the tally the grant table
+    gathered in its pass over the ops)."""
+    tally = table.tally
+    if tally is None:
+        raise ValueError("the grant table carries no tally of the ops")
     nemesis: dict[str, int] = {}
-    unfinished = rejected = late = accepted = 0
-    processes: set[Any] = set()
-    last_time = 0
-    write_grant = table.write_grant
-    expired_at = [g.expired_at for g in table.grants]  # grant ids are list positions
-    for op in ops:
-        end = op.end_time
-        if end is None:
-            unfinished += 1
-            end = op.time
-        if end > last_time:
-            last_time = end
-        p = op.process
-        if p == NEMESIS:
-            nemesis[op.f] = nemesis.get(op.f, 0) + 1
-            continue
-        processes.add(p)
-        k = (op.f, op.type)
-        counts[k] = counts.get(k, 0) + 1
-        if op.f == "write":
-            if op.type == "ok":
-                accepted += 1
-                gid = write_grant.get(op.index)
-                if gid is not None and op.time > expired_at[gid]:
-                    late += 1
-            elif op.type == "fail" and op.error == "stale-token":
-                rejected += 1
+    for op in table.nemesis_ops or ():
+        nemesis[op.f] = nemesis.get(op.f, 0) + 1
     by_f: dict[str, dict[str, int]] = {}
-    for (f, type_), n in counts.items():
-        by_f.setdefault(f, {"ok": 0, "fail": 0, "info": 0})[type_] = n
+    for f, n in tally.per_f.items():
+        fail, info = tally.not_ok.get((f, "fail"), 0), tally.not_ok.get((f, "info"), 0)
+        by_f[f] = {"ok": n - fail - info, "fail": fail, "info": info}
+    last_time = max(tally.last_end, max((op.time for op in tally.unfinished), default=0))
+    expired_at = [g.expired_at for g in table.grants]  # grant ids are list positions
+    write_grant = table.write_grant
+    late = sum(1 for op in tally.granted_writes if op.time > expired_at[write_grant[op.index]])
     grants_per_lock: dict[str, int] = {}
     for g in table.grants:
         grants_per_lock[g.lock] = grants_per_lock.get(g.lock, 0) + 1
     return {
         "ops": len(ops),
-        "processes": len(processes),
+        "processes": len(tally.processes),
         "duration_ns": last_time,
         "ops_by_f": by_f,
         "nemesis_ops_by_f": nemesis,
-        "indeterminate_ops": sum(n for (_, type_), n in counts.items() if type_ == "info"),
-        "unfinished_ops": unfinished,
-        "writes_rejected_by_fence": rejected,
+        "indeterminate_ops": sum(n for (_, type_), n in tally.not_ok.items() if type_ == "info"),
+        "unfinished_ops": len(tally.unfinished),
+        "writes_rejected_by_fence": tally.rejected_writes,
         "writes_accepted_after_lease_expired": late,
-        "writes_without_grant": accepted - len(write_grant),
+        "writes_without_grant": by_f.get("write", {}).get("ok", 0) - len(write_grant),
         "grants_per_lock": grants_per_lock,
         "acquire_ops": table.acquire_ops,
         "acquires_with_lease": table.acquires_with_lease,

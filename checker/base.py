@@ -48,9 +48,11 @@ class Event:
         return out
 
 
-class Op(msgspec.Struct, frozen=True):
+class Op(msgspec.Struct, frozen=True, gc=False):
     """An invoke paired with its completion. (A frozen msgspec Struct rather than a dataclass:
-    a million-event history makes half a million of them, and a Struct is made in C, 5x faster.)
+    a million-event history makes half a million of them, and a Struct is made in C, 5x faster.
+    Not tracked by the cyclic GC, which saves its 16-byte header on each: an op's value comes
+    from JSON and cannot lead back to the op.)
 
     `type` is the completion's type; an invoke never completed counts as `info`, and then
     `end_index`/`end_time` are None. `value` is the invoke's value updated by the completion's

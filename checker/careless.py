@@ -21,6 +21,12 @@ class CarelessSteps:
     """The careless steps of one history, indexed for the explanations."""
 
     def __init__(self, ops: Sequence[Op]) -> None:
+        self.ops = ops
+        self.built = False  # indexed on the first question: a valid history asks none
+
+    def _build(self) -> None:
+        self.built = True
+        ops = self.ops
         # (lock, token of the lock removed/extended) -> the ops that did it, by other processes
         self.deletes: dict[tuple[str, int], list[Op]] = {}
         self.extends: dict[tuple[str, int], list[Op]] = {}
@@ -31,12 +37,16 @@ class CarelessSteps:
         for op in ops:
             if op.f not in ("release", "renew"):
                 continue
-            lock, own = op.get("lock"), op.get("token")
             if op.f == "renew" and op.type == "fail":
                 self.refused_renews.setdefault(op.process, []).append(op)
-            if not op.ok or not isinstance(lock, str):
+            v = op.value
+            if not op.ok or v is None or ("deleted_token" not in v and "extended_token" not in v
+                                          and "lease_ttl_s" not in v):
+                continue  # a strict client's step: nothing to index (most of them)
+            lock, own = v.get("lock"), v.get("token")
+            if not isinstance(lock, str):
                 continue
-            deleted, extended = op.get("deleted_token"), op.get("extended_token")
+            deleted, extended = v.get("deleted_token"), v.get("extended_token")
             if op.f == "release" and type(deleted) is int and deleted != own:
                 self.deletes.setdefault((lock, deleted), []).append(op)
             if op.f == "renew" and type(extended) is int and extended != own:
@@ -48,6 +58,8 @@ class CarelessSteps:
 
     def double_grant(self, held: Grant, later: Grant) -> str:
         """Why `later` could be granted while `held` was surely held, if a careless step says."""
+        if not self.built:
+            self._build()
         # Either grant's lock may have been deleted: the later ok can be the earlier grant in
         # the service's order (a slow reply), as token order shows.
         for g in (held, later):
@@ -81,6 +93,8 @@ class CarelessSteps:
         """The careless step behind a stale write: the writer went on after a refused renewal,
         renewed someone else's lock as its own, or had its lock deleted by another's release
         (so the next grant came early)."""
+        if not self.built:
+            self._build()
         for op in self.refused_renews.get(writer, []):
             if op.get("token") == token and op.time < write_time:
                 return (f"; {who(writer)} kept working after its renew was refused at "

@@ -12,7 +12,14 @@ from bisect import bisect_left
 from collections.abc import Sequence
 
 from fencecheck.checker.base import CheckResult, Op, op_ref
-from fencecheck.checker.grants import Collector, GrantTable, build_grants, seconds, who
+from fencecheck.checker.grants import (
+    Collector,
+    GrantTable,
+    build_grants,
+    seconds,
+    who,
+    write_columns,
+)
 
 
 def counter(ops: Sequence[Op], *, grants: GrantTable | None = None) -> CheckResult:
@@ -25,10 +32,11 @@ def counter(ops: Sequence[Op], *, grants: GrantTable | None = None) -> CheckResu
         if type(value) is not int:
             continue
         judged += 1
-        # accepted writes have an end; order by it (never compare Ops themselves)
-        ws = sorted(table.writes.get(key, ()), key=lambda w: w.end_time or 0)
-        before = bisect_left(ws, read.time, key=lambda w: w.end_time or 0)
+        # accepted writes have an end; count those that ended before the read began
+        oks = sorted(write_columns(table, key).ok) if key in table.writes else []
+        before = bisect_left(oks, read.time)
         if value < before:
+            ws = sorted(table.writes[key], key=lambda w: w.end_time or 0)
             last = ws[before - 1]
             found.add(
                 read.time, "lost-update",

@@ -8,15 +8,28 @@ Per grant G it is enough to take a1 = G's earliest-completing write and a2 = G's
 one, and ask whether some other grant's write lies strictly between (a1.ok, a2.invoke). That
 question is answered for all grants at once from suffix minima, over the key's writes in invoke
 order, of the completion time (the best two from distinct grants, so G's own can be skipped).
+A key whose writes are in invoke-time order with each grant's writes in one run cannot hold a
+violation (`runs_apart`), which C-level passes show without the sweep.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import islice
+from operator import ne
+from typing import Any
 
 from fencecheck.checker.base import CheckResult, Op, op_ref
-from fencecheck.checker.grants import Collector, GrantTable, build_grants, seconds, tok, who
+from fencecheck.checker.grants import (
+    Collector,
+    GrantTable,
+    build_grants,
+    seconds,
+    tok,
+    who,
+    write_columns,
+)
 
 
 def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: list[int],
@@ -73,6 +86,13 @@ def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: lis
         )
 
 
+def runs_apart(grant: list[int]) -> bool:
+    """True if each grant's writes form one unbroken run of the list. With the list `ordered`
+    (checker.tally.WriteColumns) nothing interleaves then: a1.ok < b.invoke and b.ok < a2.invoke
+    put b strictly between a1 and a2 in the list, where a run of a1's grant leaves no room."""
+    return int(sum(map(ne, grant, islice(grant, 1, None)))) + 1 == len(set(grant))
+
+
 def _episode(a: int, b: int, starts: Sequence[int]) -> tuple[int, int | None]:
     """Which of the two grants went stale: the one granted first. Whether its writes were split
     by the newer holder's, or its own late write split the newer holder's, the story is the
@@ -92,13 +112,18 @@ def exclusion(ops: Sequence[Op], *, max_drift: float = 0.01,
     orphans = accepted = 0
     starts = [g.start for g in table.grants]
     for key, ws in table.writes.items():
-        grant = [owner.get(w.index, -1 - w.index) for w in ws]
-        orphans += sum(1 for g in grant if g < 0)
         accepted += len(ws)
-        # accepted writes have completed, so end_time is set
-        ok = [w.end_time for w in ws]
-        _check_key(key, ws, [w.time for w in ws], ok, grant, found,  # type: ignore[arg-type]
-                   starts)
+        cols = write_columns(table, key)
+        gids: list[Any] = cols.gids
+        if None not in gids:
+            if cols.ordered and runs_apart(gids):
+                continue
+            grant: list[int] = gids  # no None in it
+        else:
+            # writes of no known grant get distinct negative ids
+            grant = [owner.get(w.index, -1 - w.index) for w in ws]
+            orphans += sum(1 for g in grant if g < 0)
+        _check_key(key, ws, cols.inv, cols.ok, grant, found, starts)
     details = found.details()
     details["accepted_writes"] = accepted
     details["writes_without_grant"] = orphans

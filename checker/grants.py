@@ -19,7 +19,8 @@ started before the invoke, so until then the service must consider it held. The 
   invoke + floor(lease_ms x 10^6 x (1 - max_drift)), with max_drift read as the decimal it was
   written as (0.01 is 1/100, not the nearest binary float).
 
-Also here: small helpers the checks use to explain and cap what they report.
+Built in the same pass (checker.tally): each key's accepted writes as columns, and the counts of
+the statistics. Also here: small helpers the checks use to explain and cap what they report.
 """
 
 from __future__ import annotations
@@ -30,16 +31,20 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import msgspec
+
 from fencecheck.checker.base import NEMESIS, Op, OpRef, Process, Violation, op_ref
+from fencecheck.checker.tally import OpTally, WriteColumns
 
 MAX_REPORTED = 100  # violations listed per check; all are counted in the check's details
 NS_PER_MS = 1_000_000
 INF = math.inf  # an end nothing in the history gives; every finite end is an int
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """One ok acquire of one lock, with the interval it was surely held."""
+class Grant(msgspec.Struct, frozen=True, gc=False):
+    """One ok acquire of one lock, with the interval it was surely held. (A msgspec Struct: a
+    frozen dataclass sets each field through object.__setattr__, a tenth of the grant table's
+    time on a million-event history.)"""
 
     id: int
     lock: str
@@ -78,6 +83,19 @@ class GrantTable:
     job_writes: int = 0  # writes that execute a cron job (checker.jobs.job_id is not None)
     acquire_ops: int = 0  # acquires of any outcome, and those of them with a lease
     acquires_with_lease: int = 0
+    # renews and releases checker.careless may name: refused renews, and ok steps whose value
+    # carries its evidence (deleted_token, extended_token, lease_ttl_s)
+    steps: list[Op] = field(default_factory=list)
+    columns: dict[str, WriteColumns] = field(default_factory=dict)  # by key, see write_columns
+    # a grant whose ok time is before its invoke's (only a hand-made history has one)
+    granted_before_invoke: bool = True
+    nemesis_ops: list[Op] | None = None  # the nemesis' ops
+    tally: OpTally | None = None
+
+
+def write_columns(table: GrantTable, key: str) -> WriteColumns:
+    """The columns of one key's accepted writes."""
+    return table.columns[key]
 
 
 @dataclass(slots=True)
@@ -136,6 +154,10 @@ def _token(op: Op) -> int | None:
     return t if type(t) is int else None
 
 
+def _job_key(key: Any) -> bool:
+    return type(key) is str and key.startswith("job:") and key[4:].isdigit()
+
+
 def retired_processes(ops: Sequence[Op]) -> set[Process]:
     """Processes whose last op was `info` (or never completed): the worker went on under a new
     id. `ops` in invoke order, so a process's last op is its last in the list."""
@@ -157,7 +179,17 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     last_pl: dict[tuple[Process, Any], int] = {}
     write_grant: dict[int, int] = {}
     writes: dict[str, list[Op]] = {}
+    columns: dict[str, WriteColumns] = {}
+    granted_before_invoke = False
+    nemesis_ops: list[Op] = []
+    per_f: dict[str, int] = {}  # client ops by f, and those of them not ok by (f, type)
+    not_ok: dict[tuple[str, str], int] = {}
+    processes: set[Process] = set()
+    unfinished: list[Op] = []
+    granted_writes: list[Op] = []
+    last_end = rejected = 0
     last_reads: dict[str, Op] = {}
+    steps: list[Op] = []
     no_lock = jobs = acquire_ops = leased = 0
 
     def close(g: _Open, at: int | float, by: str) -> None:
@@ -181,40 +213,68 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
 
     for op in ops:
         f = op.f
+        t = op.type
         p = op.process
+        end = op.end_time
+        if end is None:
+            unfinished.append(op)
+        elif end > last_end:
+            last_end = end
         if p == NEMESIS:
+            nemesis_ops.append(op)
+            continue
+        # tallied here, where the op is in cache, for checker.analyze.stats
+        per_f[f] = per_f.get(f, 0) + 1
+        processes.add(p)
+        if t != "ok":
+            k = (f, t)
+            not_ok[k] = not_ok.get(k, 0) + 1
+        # reads and writes are most ops: their branches come first and do the least
+        if f == "read":
+            if t == "ok":
+                v = op.value
+                rkey = None if v is None else v.get("key")
+                if type(rkey) is str:
+                    last_reads[rkey] = op
             continue
         v = op.value
+        if f == "write":
+            if t == "fail" and op.error == "stale-token":
+                rejected += 1
+        elif (f == "renew" or f == "release") and (
+                (t == "fail" and f == "renew") or (t == "ok" and v is not None and (
+                    "deleted_token" in v or "extended_token" in v or "lease_ttl_s" in v))):
+            steps.append(op)  # what checker.careless indexes: refused renews, ok ones with evidence
         if v is None:
             continue
         if f == "write":
-            job = v.get("job")
-            if type(job) is int:
+            rkey = v.get("key")
+            # a cron job's execution: its value's "job", or a key job:<n> (checker.jobs.job_id);
+            # the keys of ok writes without "job" are looked at once each, after the loop
+            if "job" in v:
+                jobs += type(v["job"]) is int or _job_key(rkey)
+            elif op.type != "ok" and _job_key(rkey):
                 jobs += 1
-            elif "key" in v:
-                jk = v["key"]
-                if type(jk) is str and jk.startswith("job:") and jk[4:].isdigit():
-                    jobs += 1
             if op.type == "ok":
                 wlock = v.get("lock")
                 gid = last_pl.get((p, wlock)) if type(wlock) is str else None
                 if gid is not None:
                     write_grant[op.index] = gid
-                rkey = v.get("key")
+                    granted_writes.append(op)
                 # A cron job's execution (it carries "job") is judged by the jobs check, which
                 # knows whether duplicates are harmless or deduplicated, not as a counter write.
                 if type(rkey) is str and "job" not in v:
                     kw = writes.get(rkey)
                     if kw is None:
-                        writes[rkey] = [op]
+                        kw = writes[rkey] = []
+                        cols = columns[rkey] = WriteColumns()
                     else:
-                        kw.append(op)
-            continue
-        if f == "read":
-            if op.type == "ok":
-                rkey = v.get("key")
-                if type(rkey) is str:
-                    last_reads[rkey] = op
+                        cols = columns[rkey]
+                    kw.append(op)
+                    cols.inv.append(op.time)
+                    cols.ok.append(op.end_time)  # type: ignore[arg-type]  # ok: completed
+                    cols.tokens.append(v.get("token"))
+                    cols.gids.append(gid)
             continue
         if f == "acquire" or f == "release":
             if f == "acquire":
@@ -244,6 +304,8 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 assert op.end_time is not None  # an ok op has completed
                 attempt = v.get("attempt_ns")
                 base = max(op.time, attempt) if type(attempt) is int else op.time
+                if op.end_time < op.time:
+                    granted_before_invoke = True
                 g = _Open(len(done), lock, p, op, _token(op),
                           INF if ns is None else base + ns[0],
                           INF if ns is None else op.end_time + ns[1], op.end_time)
@@ -278,9 +340,12 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             cur.expired_at = max(cur.expired_at, op.end_time + ns[1])
     for g in list(open_pl.values()):
         close(g, INF, "nothing")
+    jobs += sum(len(ws) for k, ws in writes.items() if _job_key(k))
     grants = [g for g in done if g is not None]
     return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs,
-                      acquire_ops, leased)
+                      acquire_ops, leased, steps, columns, granted_before_invoke,
+                      nemesis_ops, OpTally(per_f, not_ok, processes, unfinished, granted_writes,
+                                           last_end, rejected))
 
 
 # ---- reporting helpers shared by the checks ----

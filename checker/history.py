@@ -32,6 +32,7 @@ from fencecheck.checker.base import (
     Op,
     Process,
 )
+from fencecheck.checker.fastload import fast_ops
 from fencecheck.checker.reader import DECODER, VALUES, check_value, decode_line
 
 _CHECKED_FS = frozenset(VALUES)
@@ -218,11 +219,19 @@ def gc_paused() -> Iterator[None]:
 def load_ops(path: Path) -> list[Op]:
     """Read, validate and pair a history file in one pass; ops sorted by invoke index.
 
+    A well-formed file takes the fast path (checker.fastload); anything else is read here, line
+    by line, to name the first problem exactly.
+
     Raises `HistoryError(path, line, what)` on the first problem: a line that is empty, not JSON
     or not an object; a missing or mistyped field; index not 0, 1, 2, ...; time going backwards
     within a process; a value the checks cannot use (checker.reader); and the pairing errors of
     `pair`.
     """
+    with gc_paused():
+        quick = fast_ops(path)
+    if quick is not None:
+        log.debug("loaded %d ops from %s", len(quick), path)
+        return quick
     src = str(path)
     decode = decode_line
     make = _make_op

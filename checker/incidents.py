@@ -131,7 +131,8 @@ def build_incidents(checks: dict[str, CheckResult], table: GrantTable,
             if v.stale_grant is not None and 0 <= v.stale_grant < len(table.grants):
                 groups.setdefault(v.stale_grant, []).append((name, n))
     order = sorted(groups, key=lambda gid: (table.grants[gid].start, gid))
-    windows = fault_windows(ops) if order else []
+    nemesis = table.nemesis_ops if table.nemesis_ops is not None else ops
+    windows = fault_windows(nemesis) if order else []
     incidents: list[dict[str, Any]] = []
     for number, gid in enumerate(order, 1):
         stale = table.grants[gid]

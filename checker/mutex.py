@@ -8,6 +8,7 @@ it. Stretches are half-open: a grant starting exactly when another ends is fine.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 
 from fencecheck.checker.base import CheckResult, Op
 from fencecheck.checker.careless import CarelessSteps
@@ -36,13 +37,15 @@ def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
     table = grants if grants is not None else build_grants(ops, max_drift=max_drift)
     by_lock: dict[str, list[_Stretch]] = {}
     for g in table.grants:
-        for start, end, by in g.held():
+        if g.start < g.end:
+            by_lock.setdefault(g.lock, []).append((g.start, g.end, g.ended_by, g))
+        for start, end, by in g.segments:  # after late renewals (rare)
             if start < end:
                 by_lock.setdefault(g.lock, []).append((start, end, by, g))
     found = Collector()
-    careless = CarelessSteps(ops)  # explanation hook only (checker/careless.py)
+    careless = CarelessSteps(table.steps)  # explanation hook only (checker/careless.py)
     for lock, stretches in by_lock.items():
-        stretches.sort(key=lambda s: s[0])
+        stretches.sort(key=itemgetter(0))
         reach: _Stretch | None = None
         for s in stretches:
             start, end, _, g = s

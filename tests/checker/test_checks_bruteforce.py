@@ -17,9 +17,11 @@ from fencecheck.checker.mutex import mutex
 
 
 @st.composite
-def histories(draw: st.DrawFn) -> list[Op]:
+def histories(draw: st.DrawFn, monotone: bool = False) -> list[Op]:
     """Per process a sequence of acquires (some failing), renews, releases and writes, each op
-    with a random duration; processes overlap freely. Tokens are random, so violations abound."""
+    with a random duration; processes overlap freely. Tokens are random, so violations abound;
+    `monotone` numbers them in invoke order instead, so that the checks' shortcuts for a key or
+    lock in order (fencing.in_order-style C-level passes) are taken and must agree too."""
     ops: list[tuple[int, int, Any, str, str, dict[str, Any]]] = []
     locks = ["a", "b"][: draw(st.integers(1, 2))]
     keys = ["x", "y"][: draw(st.integers(1, 2))]
@@ -45,6 +47,9 @@ def histories(draw: st.DrawFn) -> list[Op]:
             ops.append((t, t + dur, p, f, type_, value))
             t += dur + draw(st.integers(0, 4))
     ops.sort(key=lambda o: o[0])
+    if monotone:
+        ops = [(t0, t1, p, f, type_, {**v, "token": i if "token" in v else None})
+               for i, (t0, t1, p, f, type_, v) in enumerate(ops)]
     # times in "ms" scaled so that lease_ms compares with them directly
     return [Op(p, f, type_, i, t0 * 1_000_000, 10_000 + i, t1 * 1_000_000, v)  # type: ignore[arg-type]
             for i, (t0, t1, p, f, type_, v) in enumerate(ops)]
@@ -53,6 +58,16 @@ def histories(draw: st.DrawFn) -> list[Op]:
 @settings(max_examples=200, deadline=None)
 @given(ops=histories())
 def test_sweeps_match_brute_force(ops: list[Op]) -> None:
+    _agree_with_brute_force(ops)
+
+
+@settings(max_examples=50, deadline=None)
+@given(ops=histories(monotone=True))
+def test_sweeps_match_brute_force_with_tokens_in_order(ops: list[Op]) -> None:
+    _agree_with_brute_force(ops)
+
+
+def _agree_with_brute_force(ops: list[Op]) -> None:
     table = build_grants(ops)
     grants = table.grants
     # mutex: any two grants of one lock whose surely-held intervals overlap

@@ -1,0 +1,5 @@
+module fencecheck/benchmarks/porcupine
+
+go 1.21
+
+require github.com/anishathalye/porcupine v1.3.1

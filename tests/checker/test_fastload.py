@@ -1,0 +1,88 @@
+"""The fast path of the history reader (checker/fastload.py) reads exactly what the exact,
+line-at-a-time reader reads, and hands anything out of the ordinary to it, so that messages and
+verdicts are the exact reader's."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from benchmarks.gen_history import SimConfig, simulate
+from fencecheck.checker.base import HistoryError, Op
+from fencecheck.checker.fastload import fast_ops
+from fencecheck.checker.history import load_ops
+
+DATA = Path(__file__).parent.parent / "data" / "histories"
+CORPUS = Path("/work/shared/corpus")
+SHIPPED = sorted(DATA.glob("*.jsonl")) + (sorted(CORPUS.rglob("*.jsonl")) if CORPUS.is_dir()
+                                          else [])
+
+
+def exact_ops(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Op]:
+    with monkeypatch.context() as m:
+        m.setattr("fencecheck.checker.history.fast_ops", lambda _: None)
+        return load_ops(path)
+
+
+def _write(path: Path, events: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events))
+    return path
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_histories_read_the_same(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = fast_ops(path)
+    assert fast is not None, "a well-formed shipped history should take the fast path"
+    assert fast == exact_ops(path, monkeypatch)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), cut=st.booleans(), p_info=st.sampled_from([0.0, 0.1]),
+       lease_ms=st.sampled_from([None, 20, 200]))
+def test_simulated_histories_read_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           seed: int, cut: bool, p_info: float,
+                                           lease_ms: int | None) -> None:
+    cfg = SimConfig(processes=4, locks=2, events=200, cut=cut, p_info=p_info, lease_ms=lease_ms,
+                    p_pause=0.1)
+    path = _write(tmp_path / f"sim-{seed}.jsonl", simulate(cfg, random.Random(seed)))
+    fast = fast_ops(path)
+    assert fast is not None
+    assert fast == exact_ops(path, monkeypatch)
+
+
+GOOD = [
+    '{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","value":{"lock":"l"}}',
+    '{"index":1,"time":2,"process":0,"type":"ok","f":"acquire","value":{"token":1}}',
+]
+
+
+@pytest.mark.parametrize("text, where", [
+    ("\n".join(GOOD) + "\n\n", ":3: empty line"),  # a trailing blank line
+    (GOOD[0] + " " + GOOD[1] + "\n", ":1: "),  # two objects on one line
+    (GOOD[0].replace(',"process"', ',\n"process"') + "\n" + GOOD[1] + "\n", ":1: "),
+    ("\n".join(GOOD).replace('"l"', '"\\u00e9\xff"') + "\n", ":1: not UTF-8"),
+    ("\n".join(GOOD).replace('"time":2', '"time":0') + "\n", ":2: time: goes backwards"),
+    ("\n".join(GOOD).replace('"token":1', '"token":1.5') + "\n", ":1: value.token"),
+])
+def test_irregular_input_gets_the_exact_readers_message(tmp_path: Path, text: str,
+                                                        where: str) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(text.encode("utf-8", "surrogateescape").replace(b"\xc3\xbf", b"\xff"))
+    assert fast_ops(path) is None
+    with pytest.raises(HistoryError, match=f"h.jsonl{where}"):
+        load_ops(path)
+
+
+def test_non_ascii_text_takes_the_fast_path(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text("\n".join(GOOD).replace('"l"', '"verrou-\u00e9"') + "\n", encoding="utf-8")
+    fast = fast_ops(path)
+    assert fast is not None and fast == exact_ops(path, monkeypatch)
+    assert fast[0].get("lock") == "verrou-\u00e9"
