@@ -41,6 +41,14 @@ LIBRARIES: dict[str, tuple[str, str | None]] = {
     "pg-advisory": ("`pg_try_advisory_lock`, session-level", "psycopg"),
     "pg-advisory-counter": ("advisory lock + fencing counter bumped inside it", "psycopg"),
     "kubernetes-python": ("kubernetes `leaderelection` over a Lease", "kubernetes"),
+    # Programs built by scripts/build-clients.sh: their versions are pinned in their go.mod / pom.
+    "go-redsync": ("go-redsync `Mutex` (Redlock in Go) [redsync v4.13.0]", None),
+    "etcd-go-election": ("etcd Go `concurrency.Election` [etcd client v3.5.17]", None),
+    "redisson": ("Redisson `RLock` (watchdog) [redisson 3.40.2]", None),
+    "redisson-fenced": ("Redisson `RFencedLock` (its token) [redisson 3.40.2]", None),
+    "shedlock": ("ShedLock, Redis provider (Spring Data Redis) [shedlock 5.10.0]", None),
+    "shedlock-jdbc": ("ShedLock, `JdbcTemplateLockProvider` on PostgreSQL [shedlock 5.10.0]", None),
+    "client-go": ("client-go `leaderelection` with a `LeaseLock` [client-go v0.37.2]", None),
 }
 
 
@@ -137,11 +145,21 @@ NOTES = """\
   on writing.
 - **Not in the table:** `clock` on etcd (Go reads the clock through the vDSO; the shim cannot
   move it) and on postgres-advisory (PostgreSQL is not run under the shim), `kill` on
-  postgres-advisory (no restart on its data here): both are refused up front. Kubernetes Leases
-  are not covered yet (they need a kube-apiserver built from the Kubernetes Go modules).
+  postgres-advisory (no restart on its data here): both are refused up front; `clock` on
+  kubernetes (kube-apiserver and etcd are Go binaries): the `client-clock` rows move the
+  clients' clocks instead.
 - **A careless client with a fence** still hands the lock out twice (its double-grant rows are
   the lock's failure), but the resource rejects every stale write: its fenced rows find
   double-grant and nothing else.
+- **client-go's ReleaseOnCancel after a pause** empties the successor's Lease: the woken
+  holder's release reads the Lease (now naming the next holder, with a fresh resourceVersion),
+  checks leadership against the record it saw before the pause, and writes an empty holder with
+  that fresh resourceVersion, so the API server accepts it and a third candidate takes the Lease
+  while the second still holds it. Fenced by resourceVersion, no stale write gets through: its
+  fenced pause row finds double-grant only.
+- **ShedLock's unlock is unchecked** with the client's clock (both the Redis and the JDBC
+  provider): a runner paused past lockAtMostFor frees the next runner's lock. With
+  `usingDbTime()` the JDBC provider's unlock checks `locked_by`, a host name, not a grant.
 """
 
 
