@@ -7,10 +7,13 @@ it waited for a fresh grant, fault, hold, and target by role), and a run given s
 (`replay`) plays exactly those steps instead of drawing them. A target's role is "holder" when
 the step aimed at the worker that got the fresh grant it waited for (a pause of the holder, a
 partition around it): at replay the fault's targets are drawn again from the view of that
-moment, so they aim at the holder then. Any other step's targets are "as named" (nodes n1 and
-n3 killed, worker c3 paused): the same names exist in every run of the same configuration, so
-they are replayed as recorded. Choices a fault makes inside `start` (a partition's shape) come
-from the fault's own seeded rng, not from the schedule.
+moment, so they aim at the holder then. "primary", "minority" and "majority" are roles a fault
+resolves itself when it starts (`RoleTargets`: a failover takes whichever node is primary then;
+a partition cuts off a minority with, or without, the primary of that moment), so the recorded
+value carries the role, not the nodes, and a replay against a cluster whose primary moved still
+hits the primary. Any other step's targets are "as named" (nodes n1 and n3 killed, worker c3
+paused, a ring partition's grudge): the same names exist in every run of the same
+configuration, so they are replayed as recorded.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from fencecheck.config import ConfigError, RunConfig
-from fencecheck.faults.base import Fault, ScheduleView
+from fencecheck.faults.base import AS_NAMED as AS_NAMED  # re-exported: roles of a Step
+from fencecheck.faults.base import HOLDER as HOLDER
+from fencecheck.faults.base import ROLES, Fault, RoleTargets, ScheduleView
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.signals import Interrupted
 from fencecheck.tail import LogTailer
@@ -60,8 +65,6 @@ class ScheduledFault:
 
 
 SCHEDULE_FORMAT = 1
-HOLDER = "holder"  # the worker that got the fresh grant the step waited for
-AS_NAMED = "as named"  # the recorded targets, by node or worker name
 
 
 class ScheduleError(ConfigError):
@@ -106,7 +109,7 @@ def load_steps(path: Path, faults: Sequence[str] | None = None) -> tuple[Step, .
         if faults is not None and st.fault not in faults:
             raise ScheduleError(f"{path}: step {i}: fault {st.fault!r} is not one of this "
                                 f"run's ({', '.join(faults) or 'none'})")
-        if st.role not in (HOLDER, AS_NAMED) or st.gap_s < 0 or st.hold_s < 0:
+        if st.role not in ROLES or st.gap_s < 0 or st.hold_s < 0:
             raise ScheduleError(f"{path}: step {i}: bad role or negative time")
     return steps
 
@@ -164,7 +167,8 @@ class _Replayed:
         return self.steps[self.i].waited
 
     def value(self, drawn: Any) -> Any:
-        """The holder's targets as drawn now; any others as recorded, by name."""
+        """The holder's targets as drawn now; any others as recorded (by name, or the role the
+        fault resolves when it starts)."""
         step = self.steps[self.i]
         return drawn if step.role == HOLDER else step.value
 
@@ -199,6 +203,16 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
         if record is not None:
             write_steps(record, recorded)
 
+    def begin(fault: str, hold: float, role: str, value: Any, waited: bool) -> None:
+        """Record the step, start the fault, then record the role it resolved, if any."""
+        note(fault, hold, role, value, waited)
+        f = faults[fault].fault
+        started = _start_fault(fault, value, faults, nemesis_log)
+        by_role = f.recorded(value, started) if isinstance(f, RoleTargets) else None
+        if by_role is not None:
+            recorded.pop()
+            note(fault, hold, by_role[0], by_role[1], waited)
+
     if record is not None:
         write_steps(record, recorded)
     names = [w.name for w in workers]
@@ -226,8 +240,7 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
                 active = (fault, now + hold)
                 view = ScheduleView(names, servers, list(tailer.holding))
                 value = schedule.value(faults[fault].fault.targets(rng, view))
-                note(fault, hold, AS_NAMED, value, False)
-                _start_fault(fault, value, faults, nemesis_log)
+                begin(fault, hold, AS_NAMED, value, False)
         if pending is not None and (fresh or now >= pending[1]):
             fault = pending[0]
             pending = None
@@ -237,8 +250,7 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
             hold = schedule.hold(fault)
             active = (fault, now + hold)
             holder = view.fresh_holder is not None and view.fresh_holder in _names(value)
-            note(fault, hold, HOLDER if holder else AS_NAMED, value, True)
-            _start_fault(fault, value, faults, nemesis_log)
+            begin(fault, hold, HOLDER if holder else AS_NAMED, value, True)
         if active is not None and now >= active[1]:
             _stop_fault(active[0], faults, nemesis_log)
             active = None
@@ -259,9 +271,10 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
 
 
 def _start_fault(fault: str, value: Any, faults: dict[str, ScheduledFault],
-                 nlog: EventLog) -> None:
+                 nlog: EventLog) -> Any:
+    """The start's completion value; None if it failed."""
     f = faults[fault].fault
-    _nemesis_op(f"start-{fault}", value, lambda: f.start(value), nlog)
+    return _nemesis_op(f"start-{fault}", value, lambda: f.start(value), nlog)
 
 
 def _stop_fault(fault: str, faults: dict[str, ScheduledFault], nlog: EventLog) -> None:
@@ -269,16 +282,20 @@ def _stop_fault(fault: str, faults: dict[str, ScheduledFault], nlog: EventLog) -
     _nemesis_op(f"stop-{fault}", None, f.stop, nlog)
 
 
-def _nemesis_op(f: str, value: Any, call: Callable[[], Any], nlog: EventLog) -> None:
-    """One nemesis op, logged as invoke and completion; a failed op is `info`, never fatal."""
+def _nemesis_op(f: str, value: Any, call: Callable[[], Any], nlog: EventLog) -> Any:
+    """One nemesis op, logged as invoke and completion; a failed op is `info`, never fatal.
+    Returns the completion value (None if it failed)."""
     nlog.write("invoke", f, value)
     try:
-        nlog.write("ok", f, call())
+        done = call()
+        nlog.write("ok", f, done)
+        return done
     except Interrupted:
         nlog.write("info", f, value, "interrupted")
         raise
     except Exception as e:
         log.exception("%s failed", f)
         nlog.write("info", f, value, str(e))
+        return None
 
 
