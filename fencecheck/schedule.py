@@ -65,6 +65,7 @@ class ScheduledFault:
 
 
 SCHEDULE_FORMAT = 1
+STARTUP_WAIT_S = 15.0  # how long a first holder-aware fault waits for the workers to start
 
 
 class ScheduleError(ConfigError):
@@ -128,6 +129,14 @@ class _Schedule:
         lo, hi = self.cfg.nemesis_interval_s
         return self.rng.uniform(lo, hi)
 
+    def first_gap(self) -> float:
+        """Before the first fault: when every fault waits for a fresh grant, less than the
+        shortest gap (no earlier fault to recover from, and the wait itself lets the workers
+        start); else a gap like any other."""
+        if all(self.waits(f) for f in self.faults):
+            return self.rng.uniform(0.0, self.cfg.nemesis_interval_s[0])
+        return self.gap()
+
     def hold(self, fault: str) -> float:
         if self.cfg.fault_duration_s is not None:
             lo, hi = self.cfg.fault_duration_s
@@ -155,6 +164,9 @@ class _Replayed:
 
     def gap(self) -> float:
         return self.steps[self.i + 1].gap_s if self.i + 1 < len(self.steps) else float("inf")
+
+    def first_gap(self) -> float:
+        return self.gap()
 
     def pick(self) -> str:
         self.i += 1
@@ -218,11 +230,13 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
     names = [w.name for w in workers]
     start = time.monotonic()
     deadline = start + cfg.time_limit_s
-    gap_s = schedule.gap() if schedule.faults else float("inf")
+    gap_s = schedule.first_gap() if schedule.faults else float("inf")
     next_fault = start + gap_s
     active: tuple[str, float] | None = None  # (fault, stop at)
     # Holder-aware timing: a fault waits (up to 3 s) for a fresh grant, so that it lands inside
-    # a critical section; a pause then freezes exactly that holder.
+    # a critical section; a pause then freezes exactly that holder. While no operation has
+    # completed yet the workers are still starting (seconds on a loaded machine), so the wait
+    # goes on, up to STARTUP_WAIT_S: a first fault given up on would hit no holder at all.
     pending: tuple[str, float] | None = None  # (fault, give up waiting at)
     last_progress = 0.0
     window: list[tuple[float, int]] = []
@@ -230,7 +244,9 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
         now = time.monotonic()
         if now >= deadline:
             break
-        fresh = tailer.poll()
+        # A grant released again by the time the controller reads it (its section is short, the
+        # controller late under load) is no longer a critical section to land in: wait on.
+        fresh = [h for h in tailer.poll() if tailer.holding.get(h.worker) is h]
         if active is None and pending is None and now >= next_fault:
             fault = schedule.pick()
             if schedule.waits(fault):
@@ -241,6 +257,8 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
                 view = ScheduleView(names, servers, list(tailer.holding))
                 value = schedule.value(faults[fault].fault.targets(rng, view))
                 begin(fault, hold, AS_NAMED, value, False)
+        if pending is not None and not fresh and tailer.completed == 0:
+            pending = (pending[0], max(pending[1], min(now + 3.0, start + STARTUP_WAIT_S)))
         if pending is not None and (fresh or now >= pending[1]):
             fault = pending[0]
             pending = None

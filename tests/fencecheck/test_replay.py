@@ -214,3 +214,34 @@ def test_a_partition_replayed_by_side_or_grudge_cuts_what_it_says(tmp_path: Path
             rt.teardown()
         finally:
             teardown_run(run_id)
+
+
+def test_a_first_holder_aware_fault_comes_early_and_waits_for_the_workers(
+        tmp_path: Path) -> None:
+    """The default run's first fault: drawn under the shortest gap, and it waits past the usual
+    3 s for the workers' first grant while nothing has completed yet (they are starting)."""
+    import threading
+
+    from fencecheck.workers import Worker
+    from tests.fencecheck.fakes import FakeClientNode
+
+    cfg = make_config(nemesis=("pause",), time_limit_s=4.6, nemesis_interval_s=(0.5, 1.0),
+                      pause_target="holder", store=tmp_path)
+    events = tmp_path / "c1.jsonl"
+    events.touch()
+    grant = {"time": 1, "process": 0, "type": "ok", "f": "acquire", "value": {"lock": "l"}}
+    timer = threading.Timer(4.0, lambda: events.write_text(json.dumps(grant) + "\n"))
+    timer.start()
+    fault = FakeFault("pause", Calls())
+    log = EventLog(tmp_path / "n.jsonl", 0)
+    try:
+        run_schedule(cfg, random.Random(1),
+                     [Worker("c1", FakeClientNode("c1", Calls()), tmp_path / "w.json", events)],
+                     {"pause": ScheduledFault(fault, True)}, log, lambda p: None, ["n1"],
+                     record=tmp_path / "schedule.json")
+    finally:
+        timer.cancel()
+        log.close()
+    assert fault.views and fault.views[0].fresh_holder == "c1"
+    first = load_steps(tmp_path / "schedule.json")[0]
+    assert first.gap_s < 0.5 and first.waited
