@@ -247,8 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     result = {"workers": args.workers, "client": args.client, **summary}
     if bare_rates:
         harness, bare = statistics.median(harness_rates), statistics.median(bare_rates)
+        paired = [h / b for h, b in zip(harness_rates, bare_rates, strict=True) if b]
         result["lock_cycles_per_s"] = {"harness": harness, "bare_redis_py": bare,
                                        "ratio": harness / bare if bare else None,
+                                       # each harness run against the bare run right after it
+                                       "paired_ratio_median": (statistics.median(paired)
+                                                               if paired else None),
                                        "rounds": {"harness": harness_rates, "bare": bare_rates}}
     log.info("%s", json.dumps(result, indent=1))
     if args.out:
