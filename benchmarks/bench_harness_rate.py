@@ -6,6 +6,10 @@ ceiling (the tester must not be the bottleneck).
 Run: `.venv/bin/python benchmarks/bench_harness_rate.py --workers 4 --seconds 5 [--client
 redis-py] [--out result.json]`. The summary goes to the log (stderr) and, with --out, to a file.
 The pieces (`start_redis`, `start_store`, `run_workers`, `summarize`) are importable.
+
+`--compare-bare --rounds N` alternates N harness runs with N bare-loop runs on the same servers
+and compares the medians: on a shared machine whose load moves within seconds, one run of each
+back to back can differ by the load alone.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import logging
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -148,6 +153,12 @@ def run_workers(workdir: Path, redis_address: str, store_address: str, *, worker
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "fencecheck.workloads.worker", str(workdir / f"w{i}.json")],
                 cwd=REPO, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        # Measure from when every worker runs: a worker's imports take seconds on a loaded
+        # machine, and the bare loop, too, counts only from after its own.
+        deadline = time.monotonic() + 60
+        while (time.monotonic() < deadline and all(p.poll() is None for p in procs)
+               and not all(Path(c.log).exists() and Path(c.log).stat().st_size for c in configs)):
+            time.sleep(0.05)
         time.sleep(seconds)
         for p in procs:
             p.send_signal(signal.SIGTERM)
@@ -158,6 +169,23 @@ def run_workers(workdir: Path, redis_address: str, store_address: str, *, worker
             _stop(p)
     events = [e for c in configs for e in read_log(c.log)]
     return sorted(events, key=lambda e: e["time"])
+
+
+def steady_cycles_per_s(events: list[dict[str, Any]], workers: int) -> float:
+    """Granted acquires per second while all `workers` ran: from the last worker's first event
+    to the first worker's last (a process id is base + worker + workers * generation)."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for e in events:
+        w = int(e["process"]) % workers
+        first.setdefault(w, e["time"])
+        last[w] = e["time"]
+    if len(first) < workers:
+        return 0.0
+    lo, hi = max(first.values()), min(last.values())
+    n = sum(1 for e in events
+            if e["f"] == "acquire" and e["type"] == "ok" and lo <= e["time"] <= hi)
+    return n / ((hi - lo) / 1e9) if hi > lo else 0.0
 
 
 def summarize(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -192,24 +220,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-bare", action="store_true",
                         help="also run a bare redis-py acquire/incr/release loop against the "
                              "same redis-server and compare lock cycles per second")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --compare-bare: alternate this many harness and bare runs "
+                             "and compare their medians")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     with tempfile.TemporaryDirectory(prefix="fc-bench-") as tmp:
         workdir = Path(tmp)
         fencing = args.client == "redis-setnx"
+        harness_rates: list[float] = []
+        bare_rates: list[float] = []
         with start_redis(workdir) as r, start_store(workdir, fencing) as s:
-            events = run_workers(workdir, r, s, workers=args.workers, seconds=args.seconds,
-                                 client=args.client, locks=args.locks,
-                                 writes_per_section=1 if args.compare_bare else 3)
-            bare = (run_bare(r, workers=args.workers, seconds=args.seconds, locks=args.locks)
-                    if args.compare_bare else None)
-    result = {"workers": args.workers, "client": args.client, **summarize(events)}
-    if bare is not None:
-        # One harness cycle: acquire, read, write (one increment), release, each an event;
-        # one bare cycle: SET NX PX, INCR, owner-checked DEL, nothing recorded.
-        harness = result.get("acquire", {}).get("n", 0) / float(result.get("seconds", 1.0))
+            for i in range(max(1, args.rounds) if args.compare_bare else 1):
+                run_dir = workdir / f"round{i}"
+                run_dir.mkdir()
+                events = run_workers(run_dir, r, s, workers=args.workers, seconds=args.seconds,
+                                     client=args.client, locks=args.locks,
+                                     writes_per_section=1 if args.compare_bare else 3)
+                summary = summarize(events)
+                # One harness cycle: acquire, read, write (one increment), release, each an
+                # event; one bare cycle: SET NX PX, INCR, owner-checked DEL, nothing recorded.
+                harness_rates.append(steady_cycles_per_s(events, args.workers))
+                if args.compare_bare:
+                    bare_rates.append(run_bare(r, workers=args.workers, seconds=args.seconds,
+                                               locks=args.locks))
+    result = {"workers": args.workers, "client": args.client, **summary}
+    if bare_rates:
+        harness, bare = statistics.median(harness_rates), statistics.median(bare_rates)
+        paired = [h / b for h, b in zip(harness_rates, bare_rates, strict=True) if b]
         result["lock_cycles_per_s"] = {"harness": harness, "bare_redis_py": bare,
-                                       "ratio": harness / bare if bare else None}
+                                       "ratio": harness / bare if bare else None,
+                                       # each harness run against the bare run right after it
+                                       "paired_ratio_median": (statistics.median(paired)
+                                                               if paired else None),
+                                       "rounds": {"harness": harness_rates, "bare": bare_rates}}
     log.info("%s", json.dumps(result, indent=1))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -173,6 +173,16 @@ class Killable(Protocol):
 
 
 @runtime_checkable
+class HasPrimary(Protocol):
+    """A service with one primary node at a time that can move (Sentinel): faults aimed at
+    "the primary" ask it when they start."""
+
+    def primary(self) -> str:
+        """The node that is primary now; ClusterError when the service cannot say."""
+        ...
+
+
+@runtime_checkable
 class LogFiles(Protocol):
     def log_files(self) -> dict[str, list[Path]]:
         """node -> log files already under the run directory (collected on teardown at the

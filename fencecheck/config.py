@@ -151,11 +151,13 @@ class RunConfig(BaseModel):
 
     @property
     def pause_duration_s(self) -> tuple[float, float]:
-        """Pauses outlast the lease by default: that is what exposes an unfenced lock."""
+        """Pauses outlast the lease by default: that is what exposes an unfenced lock. By half
+        a second at least (the next holder acquires within a poll of the expiry and writes within
+        a think time), by a quarter lease more at most: longer only delays the finding."""
         if self.fault_duration_s is not None:
             return self.fault_duration_s
         lease_s = self.lease_ms / 1000
-        return (lease_s * 1.5 + 0.5, lease_s * 2.5 + 1.0)
+        return (lease_s + 0.5, lease_s * 1.25 + 0.5)
 
 
 def make_config(**options: Any) -> RunConfig:

@@ -7,10 +7,13 @@ it waited for a fresh grant, fault, hold, and target by role), and a run given s
 (`replay`) plays exactly those steps instead of drawing them. A target's role is "holder" when
 the step aimed at the worker that got the fresh grant it waited for (a pause of the holder, a
 partition around it): at replay the fault's targets are drawn again from the view of that
-moment, so they aim at the holder then. Any other step's targets are "as named" (nodes n1 and
-n3 killed, worker c3 paused): the same names exist in every run of the same configuration, so
-they are replayed as recorded. Choices a fault makes inside `start` (a partition's shape) come
-from the fault's own seeded rng, not from the schedule.
+moment, so they aim at the holder then. "primary", "minority" and "majority" are roles a fault
+resolves itself when it starts (`RoleTargets`: a failover takes whichever node is primary then;
+a partition cuts off a minority with, or without, the primary of that moment), so the recorded
+value carries the role, not the nodes, and a replay against a cluster whose primary moved still
+hits the primary. Any other step's targets are "as named" (nodes n1 and n3 killed, worker c3
+paused, a ring partition's grudge): the same names exist in every run of the same
+configuration, so they are replayed as recorded.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from fencecheck.config import ConfigError, RunConfig
-from fencecheck.faults.base import Fault, ScheduleView
+from fencecheck.faults.base import AS_NAMED as AS_NAMED  # re-exported: roles of a Step
+from fencecheck.faults.base import HOLDER as HOLDER
+from fencecheck.faults.base import ROLES, Fault, RoleTargets, ScheduleView
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.signals import Interrupted
 from fencecheck.tail import LogTailer
@@ -60,8 +65,7 @@ class ScheduledFault:
 
 
 SCHEDULE_FORMAT = 1
-HOLDER = "holder"  # the worker that got the fresh grant the step waited for
-AS_NAMED = "as named"  # the recorded targets, by node or worker name
+STARTUP_WAIT_S = 15.0  # how long a first holder-aware fault waits for the workers to start
 
 
 class ScheduleError(ConfigError):
@@ -106,7 +110,7 @@ def load_steps(path: Path, faults: Sequence[str] | None = None) -> tuple[Step, .
         if faults is not None and st.fault not in faults:
             raise ScheduleError(f"{path}: step {i}: fault {st.fault!r} is not one of this "
                                 f"run's ({', '.join(faults) or 'none'})")
-        if st.role not in (HOLDER, AS_NAMED) or st.gap_s < 0 or st.hold_s < 0:
+        if st.role not in ROLES or st.gap_s < 0 or st.hold_s < 0:
             raise ScheduleError(f"{path}: step {i}: bad role or negative time")
     return steps
 
@@ -124,6 +128,14 @@ class _Schedule:
     def gap(self) -> float:
         lo, hi = self.cfg.nemesis_interval_s
         return self.rng.uniform(lo, hi)
+
+    def first_gap(self) -> float:
+        """Before the first fault: when every fault waits for a fresh grant, less than the
+        shortest gap (no earlier fault to recover from, and the wait itself lets the workers
+        start); else a gap like any other."""
+        if all(self.waits(f) for f in self.faults):
+            return self.rng.uniform(0.0, self.cfg.nemesis_interval_s[0])
+        return self.gap()
 
     def hold(self, fault: str) -> float:
         if self.cfg.fault_duration_s is not None:
@@ -153,6 +165,9 @@ class _Replayed:
     def gap(self) -> float:
         return self.steps[self.i + 1].gap_s if self.i + 1 < len(self.steps) else float("inf")
 
+    def first_gap(self) -> float:
+        return self.gap()
+
     def pick(self) -> str:
         self.i += 1
         return self.steps[self.i].fault
@@ -164,7 +179,8 @@ class _Replayed:
         return self.steps[self.i].waited
 
     def value(self, drawn: Any) -> Any:
-        """The holder's targets as drawn now; any others as recorded, by name."""
+        """The holder's targets as drawn now; any others as recorded (by name, or the role the
+        fault resolves when it starts)."""
         step = self.steps[self.i]
         return drawn if step.role == HOLDER else step.value
 
@@ -199,16 +215,28 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
         if record is not None:
             write_steps(record, recorded)
 
+    def begin(fault: str, hold: float, role: str, value: Any, waited: bool) -> None:
+        """Record the step, start the fault, then record the role it resolved, if any."""
+        note(fault, hold, role, value, waited)
+        f = faults[fault].fault
+        started = _start_fault(fault, value, faults, nemesis_log)
+        by_role = f.recorded(value, started) if isinstance(f, RoleTargets) else None
+        if by_role is not None:
+            recorded.pop()
+            note(fault, hold, by_role[0], by_role[1], waited)
+
     if record is not None:
         write_steps(record, recorded)
     names = [w.name for w in workers]
     start = time.monotonic()
     deadline = start + cfg.time_limit_s
-    gap_s = schedule.gap() if schedule.faults else float("inf")
+    gap_s = schedule.first_gap() if schedule.faults else float("inf")
     next_fault = start + gap_s
     active: tuple[str, float] | None = None  # (fault, stop at)
     # Holder-aware timing: a fault waits (up to 3 s) for a fresh grant, so that it lands inside
-    # a critical section; a pause then freezes exactly that holder.
+    # a critical section; a pause then freezes exactly that holder. While no operation has
+    # completed yet the workers are still starting (seconds on a loaded machine), so the wait
+    # goes on, up to STARTUP_WAIT_S: a first fault given up on would hit no holder at all.
     pending: tuple[str, float] | None = None  # (fault, give up waiting at)
     last_progress = 0.0
     window: list[tuple[float, int]] = []
@@ -216,7 +244,9 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
         now = time.monotonic()
         if now >= deadline:
             break
-        fresh = tailer.poll()
+        # A grant released again by the time the controller reads it (its section is short, the
+        # controller late under load) is no longer a critical section to land in: wait on.
+        fresh = [h for h in tailer.poll() if tailer.holding.get(h.worker) is h]
         if active is None and pending is None and now >= next_fault:
             fault = schedule.pick()
             if schedule.waits(fault):
@@ -226,8 +256,9 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
                 active = (fault, now + hold)
                 view = ScheduleView(names, servers, list(tailer.holding))
                 value = schedule.value(faults[fault].fault.targets(rng, view))
-                note(fault, hold, AS_NAMED, value, False)
-                _start_fault(fault, value, faults, nemesis_log)
+                begin(fault, hold, AS_NAMED, value, False)
+        if pending is not None and not fresh and tailer.completed == 0:
+            pending = (pending[0], max(pending[1], min(now + 3.0, start + STARTUP_WAIT_S)))
         if pending is not None and (fresh or now >= pending[1]):
             fault = pending[0]
             pending = None
@@ -237,8 +268,7 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
             hold = schedule.hold(fault)
             active = (fault, now + hold)
             holder = view.fresh_holder is not None and view.fresh_holder in _names(value)
-            note(fault, hold, HOLDER if holder else AS_NAMED, value, True)
-            _start_fault(fault, value, faults, nemesis_log)
+            begin(fault, hold, HOLDER if holder else AS_NAMED, value, True)
         if active is not None and now >= active[1]:
             _stop_fault(active[0], faults, nemesis_log)
             active = None
@@ -259,9 +289,10 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
 
 
 def _start_fault(fault: str, value: Any, faults: dict[str, ScheduledFault],
-                 nlog: EventLog) -> None:
+                 nlog: EventLog) -> Any:
+    """The start's completion value; None if it failed."""
     f = faults[fault].fault
-    _nemesis_op(f"start-{fault}", value, lambda: f.start(value), nlog)
+    return _nemesis_op(f"start-{fault}", value, lambda: f.start(value), nlog)
 
 
 def _stop_fault(fault: str, faults: dict[str, ScheduledFault], nlog: EventLog) -> None:
@@ -269,16 +300,20 @@ def _stop_fault(fault: str, faults: dict[str, ScheduledFault], nlog: EventLog) -
     _nemesis_op(f"stop-{fault}", None, f.stop, nlog)
 
 
-def _nemesis_op(f: str, value: Any, call: Callable[[], Any], nlog: EventLog) -> None:
-    """One nemesis op, logged as invoke and completion; a failed op is `info`, never fatal."""
+def _nemesis_op(f: str, value: Any, call: Callable[[], Any], nlog: EventLog) -> Any:
+    """One nemesis op, logged as invoke and completion; a failed op is `info`, never fatal.
+    Returns the completion value (None if it failed)."""
     nlog.write("invoke", f, value)
     try:
-        nlog.write("ok", f, call())
+        done = call()
+        nlog.write("ok", f, done)
+        return done
     except Interrupted:
         nlog.write("info", f, value, "interrupted")
         raise
     except Exception as e:
         log.exception("%s failed", f)
         nlog.write("info", f, value, str(e))
+        return None
 
 

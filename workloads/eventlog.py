@@ -1,5 +1,6 @@
-"""The event record and a worker's event log: append-only JSONL, one event a line, flushed per
-event.
+"""The event record and a worker's event log: append-only JSONL, one event a line, written to
+the file per event (one `write(2)` on an O_APPEND descriptor, no user-space buffer: a worker
+killed at any point keeps every line it wrote).
 
 `Event` is the one owner of the record that crosses processes: `{"time": ns since t0, "process",
 "type", "f", "value", "error"?}` (DESIGN.md's history format without `index`). Workers and the
@@ -12,10 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
+
+import msgspec
 
 from fencecheck.workloads.base import WorkloadError
 
@@ -71,7 +75,7 @@ class EventLog:
     def __init__(self, path: str | Path, t0_ns: int) -> None:
         self.path = Path(path)
         self.t0_ns = t0_ns
-        self._file: IO[str] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._last = 0
 
     def now(self) -> int:
@@ -88,19 +92,55 @@ class EventLog:
         """Append one event stamped now; returns its time. Times never decrease within a log."""
         t = max(self.now(), self._last)
         self._last = t
-        event = Event(t, process, type_, f, value, error)
-        self._file.write(json.dumps(event.to_json()) + "\n")
-        self._file.flush()
+        # Event(...).to_json() inlined: this runs twice per operation of every worker.
+        line: dict[str, Any] = {"time": t, "process": process, "type": type_, "f": f,
+                                "value": value}
+        if error is not None:
+            line["error"] = error
+        _write_all(self._fd, encode_line(line))
         return t
 
     def close(self) -> None:
-        self._file.close()
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
 
     def __enter__(self) -> EventLog:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode_line(obj: dict[str, Any]) -> bytes:
+    """One JSONL line. msgspec is ~5x faster than json.dumps here, and the worker writes every
+    event; json.dumps remains for what msgspec refuses (NaN stays NaN, keys that are not
+    strings), so a line means what it meant before."""
+    try:
+        line = _ENCODER.encode(obj)
+    except (TypeError, msgspec.EncodeError):
+        return json.dumps(obj).encode() + b"\n"
+    if b"null" in line and _has_nonfinite(obj):
+        return json.dumps(obj).encode() + b"\n"
+    return line + b"\n"
+
+
+def _has_nonfinite(value: Any) -> bool:
+    if isinstance(value, float):
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return any(_has_nonfinite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_nonfinite(v) for v in value)
+    return False
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
 
 
 def read_log(path: str | Path) -> list[dict[str, Any]]:

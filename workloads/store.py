@@ -20,7 +20,8 @@ request with a lower token is refused with `stale-token`, an equal or higher one
 fence. A null token: a read is allowed and leaves the fence alone (the controller's final
 observer read has no token); a write is refused with `stale-token` (a fenced store must not take
 an unfenced write). Fencing off: everything is accepted. Every request is logged as one JSON line
-(`mono_ns` = CLOCK_MONOTONIC, shared with the controller across namespaces) and flushed.
+(`mono_ns` = CLOCK_MONOTONIC, shared with the controller across namespaces), written
+before the reply goes out.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import argparse
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import signal
 import socket
@@ -38,8 +38,11 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any
 
+import msgspec
+
 from fencecheck.workloads import options as opts
 from fencecheck.workloads.base import DefiniteFailure, Indeterminate, StaleToken
+from fencecheck.workloads.eventlog import encode_line
 
 log = logging.getLogger(__name__)
 
@@ -111,14 +114,20 @@ def _bad(detail: str) -> dict[str, Any]:
 
 class StoreServer:
     """Serves a StoreState over TCP; each request is handled whole before the next (one event
-    loop, no awaits inside `handle`), so requests are atomic and totally ordered."""
+    loop, no awaits inside `handle`), so requests are atomic and totally ordered. `log_file`:
+    unbuffered binary, so each request's line is one write, on disk before its reply is sent.
 
-    def __init__(self, state: StoreState, log_file: IO[str]) -> None:
+    Connections are asyncio Protocols rather than streams: the harness's every critical section
+    goes through here twice, and a stream's readline/drain coroutines cost more than the
+    request itself (benchmarks/bench_harness_rate.py)."""
+
+    def __init__(self, state: StoreState, log_file: IO[bytes]) -> None:
         self.state = state
         self.log_file = log_file
 
     async def serve(self, host: str, port: int, stop: asyncio.Event) -> None:
-        server = await asyncio.start_server(self._client, host, port)
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _Connection(self), host, port)
         bound = server.sockets[0].getsockname()
         self._log({"event": "listening", "host": bound[0], "port": bound[1],
                    "fencing": self.state.fencing})
@@ -127,33 +136,60 @@ class StoreServer:
         self._log({"event": "stopped"})
 
     def _log(self, entry: dict[str, Any]) -> None:
-        self.log_file.write(json.dumps({"mono_ns": time.monotonic_ns(), **entry}) + "\n")
-        self.log_file.flush()
+        self.log_file.write(encode_line({"mono_ns": time.monotonic_ns(), **entry}))
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+    def answer(self, line: bytes, peer: str) -> bytes:
+        """The reply line to one request line (logged first)."""
         try:
-            while line := await reader.readline():
-                try:
-                    req = json.loads(line)
-                    if not isinstance(req, dict):
-                        raise ValueError("not an object")
-                except ValueError as e:
-                    req, resp = {"raw": line.decode(errors="replace")}, _bad(str(e))
-                else:
-                    resp = self.state.handle(req)
-                resp["id"] = req.get("id")
-                self._log({"peer": peer_s, "req": req, "resp": resp})
-                writer.write(json.dumps(resp).encode() + b"\n")
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError) as e:
-            # ValueError: a line longer than the stream limit.
-            log.debug("client %s: %s", peer_s, e)
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+            req = _DECODER.decode(line)
+            if not isinstance(req, dict):
+                raise ValueError("not an object")
+        except ValueError as e:
+            req, resp = {"raw": line.decode(errors="replace")}, _bad(str(e))
+        else:
+            resp = self.state.handle(req)
+        resp["id"] = req.get("id")
+        self._log({"peer": peer, "req": req, "resp": resp})
+        return encode_line(resp)
+
+
+_DECODER = msgspec.json.Decoder()
+_LINE_LIMIT = 2**16  # a longer line closes the connection (asyncio streams' default limit)
+
+
+class _Connection(asyncio.Protocol):
+    """One client's connection: newline-framed requests, answered in order."""
+
+    def __init__(self, server: StoreServer) -> None:
+        self.server = server
+        self.buf = b""
+        self.peer = "?"
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    def data_received(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.buf += data
+        replies = []
+        while (end := self.buf.find(b"\n")) >= 0:
+            line, self.buf = self.buf[:end], self.buf[end + 1:]
+            replies.append(self.server.answer(line, self.peer))
+        if replies:
+            self.transport.write(b"".join(replies))
+        if len(self.buf) > _LINE_LIMIT:
+            log.debug("client %s: request line over %d bytes", self.peer, _LINE_LIMIT)
+            self.transport.close()
+
+    def eof_received(self) -> bool | None:
+        if self.buf.strip() and self.transport is not None:  # a last line without its newline
+            self.transport.write(self.server.answer(self.buf, self.peer))
+        self.buf = b""
+        return None  # close
 
 
 class StoreResource:
@@ -191,7 +227,7 @@ class StoreResource:
         deadline = time.monotonic() + self.timeout_s
         try:
             sock.settimeout(self.timeout_s)
-            sock.sendall(json.dumps({"id": req_id, **req}).encode() + b"\n")
+            sock.sendall(encode_line({"id": req_id, **req}))
             while b"\n" not in self._buf:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -209,7 +245,7 @@ class StoreResource:
             raise Indeterminate("connection-lost", str(e)) from e
         line, _, self._buf = self._buf.partition(b"\n")
         try:
-            resp = json.loads(line)
+            resp = _DECODER.decode(line)
         except ValueError as e:
             self._drop()
             raise Indeterminate("bad-reply", str(e)) from e
@@ -273,7 +309,7 @@ async def _amain(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    with open(args.log, "a", encoding="utf-8") as log_file:
+    with open(args.log, "ab", buffering=0) as log_file:
         server = StoreServer(StoreState(args.fencing == "on"), log_file)
         await server.serve(args.host, args.port, stop)
 

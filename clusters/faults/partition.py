@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import networkx as nx
@@ -132,6 +132,37 @@ def client_isolate(
     for s in away:
         g.remove_edges_from([(client, s), (s, client)])
     return {n: d for n, d in grudge_of(g).items() if d}
+
+
+SIDED = ("one-node", "halves")  # shapes that cut a minority of the servers off the rest
+SIDES = ("minority", "majority")  # the side the primary is on ("minority" with no primary)
+
+
+def side_split(nodes: Sequence[str], shape: str, side: str, primary: str | None,
+               rng: random.Random) -> dict[str, frozenset[str]]:
+    """A one-node or halves grudge whose minority holds `primary` (side "minority") or does
+    not (side "majority"), the other members drawn from rng; with no primary among the nodes, a
+    minority drawn from rng. How a replay aims a partition at a role rather than at names."""
+    _need(nodes, 2, shape)
+    if shape not in SIDED or side not in SIDES:
+        raise ClusterError(f"partition: no side {side!r} of shape {shape!r}")
+    order = sorted(nodes)
+    k = 1 if shape == "one-node" else len(order) // 2
+    if primary in order:
+        others = [n for n in order if n != primary]
+        cut = [primary, *rng.sample(others, k - 1)] if side == "minority" else rng.sample(others, k)
+    else:
+        cut = rng.sample(order, k)
+    return grudge_of(hears(nodes, [cut, [n for n in order if n not in cut]]))
+
+
+def side_of(nodes: Sequence[str], grudge: Grudge, primary: str | None) -> str:
+    """Which side of a one-node or halves grudge `primary` is on: "minority" if it is in the
+    smaller group (or there is no primary), else "majority"."""
+    groups = {frozenset(n2 for n2 in nodes if n2 not in grudge.get(n, frozenset()))
+              for n in nodes}
+    smallest = min(groups, key=lambda g: (len(g), sorted(g)))
+    return "majority" if primary in nodes and primary not in smallest else "minority"
 
 
 def _need(nodes: Sequence[str], k: int, shape: str) -> None:
@@ -252,7 +283,10 @@ class PartitionNemesis:
 
     The start value may name the lock `holder` (a client node, or None) and `clients`; a holder
     is cut off from the service half the time, the case where a lease runs out under a client
-    that keeps writing. The op's completion records {"shape", "grudge"}.
+    that keeps writing. The op's completion records {"shape", "grudge"}, and for a one-node or
+    halves shape the `side` the primary is on (`primary`: the service's, where it has one).
+    A replayed start may instead carry a recorded `grudge` (dropped as it is) or a `shape` and
+    `side` (resolved now: the minority with the primary of this moment, `side_split`).
     """
 
     name = "partition"
@@ -267,7 +301,9 @@ class PartitionNemesis:
         ledger: Ledger | None = None,
         rng: random.Random | None = None,
         shapes: Sequence[str] = SHAPES,
+        primary: Callable[[], str] | None = None,
     ) -> None:
+        self.primary = primary
         remotes: dict[str, Remote] = dict(cluster.servers)
         for name, c in cluster.clients.items():
             if not hasattr(c, "run"):
@@ -295,13 +331,38 @@ class PartitionNemesis:
     def invoke(self, op: NemesisOp) -> Any:
         if op.f == "start-partition":
             value = op.value if isinstance(op.value, Mapping) else {}
-            shape, grudge = self.pick(value.get("holder"), value.get("clients"))
+            shape, grudge = self._resolve(value)
             self.net.drop(grudge)
-            return {"shape": shape, "grudge": describe(grudge)}
+            out: dict[str, Any] = {"shape": shape, "grudge": describe(grudge)}
+            if shape in SIDED:
+                out["side"] = side_of(self.servers, grudge, self._primary())
+            return out
         if op.f == "stop-partition":
             self.net.heal()
             return {"healed": True}
         raise ClusterError(f"partition nemesis: unknown op {op.f!r}")
+
+    def _resolve(self, value: Mapping[str, Any]) -> tuple[str, dict[str, frozenset[str]]]:
+        pinned, shape, side = value.get("grudge"), value.get("shape"), value.get("side")
+        if isinstance(pinned, Mapping):
+            known = {*self.servers, *self.clients, self.resource}
+            grudge = {str(n): frozenset(map(str, d)) for n, d in pinned.items()}
+            strangers = sorted(({*grudge} | set().union(*grudge.values())) - known)
+            if strangers:
+                raise ClusterError(f"partition: recorded grudge names unknown nodes {strangers}")
+            return str(shape or "recorded"), grudge
+        if shape in SIDED and side in SIDES:
+            return str(shape), side_split(self.servers, str(shape), str(side), self._primary(),
+                                          self.rng)
+        return self.pick(value.get("holder"), value.get("clients"))
+
+    def _primary(self) -> str | None:
+        if self.primary is None:
+            return None
+        try:
+            return self.primary()
+        except ClusterError:  # the sentinels disagree: no primary to aim at
+            return None
 
     def pick(
         self, holder: str | None = None, clients: Sequence[str] | None = None

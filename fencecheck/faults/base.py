@@ -126,6 +126,27 @@ class ClientRoutes(Protocol):
               client_options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]: ...
 
 
+# Target roles of a schedule step (schedule.json): what a replay aims the step at.
+HOLDER = "holder"  # the worker that got the fresh grant the step waited for
+AS_NAMED = "as named"  # the recorded targets, by node or worker name
+PRIMARY = "primary"  # whichever node is primary when the fault starts
+MINORITY = "minority"  # a minority of the servers cut off: the one with the primary, if any
+MAJORITY = "majority"  # a minority cut off while the primary stays in the majority
+ROLES = (HOLDER, AS_NAMED, PRIMARY, MINORITY, MAJORITY)
+
+
+@runtime_checkable
+class RoleTargets(Protocol):
+    """A fault that resolves a role (the primary, a minority or majority side) when it starts
+    rather than naming nodes in `targets`: it tells the schedule what role a start aimed at."""
+
+    def recorded(self, value: Any, started: Any) -> tuple[str, Any] | None:
+        """From a start's value and what it returned: the role (one of ROLES) and the value
+        that makes a replayed `start` aim at that role again, resolved then; None to leave it
+        to the schedule (the holder if the value named it, else as named)."""
+        ...
+
+
 class NoFault:
     """The no-op fault."""
 

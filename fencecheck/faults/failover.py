@@ -10,7 +10,13 @@ from typing import Any
 
 from fencecheck.clusters.base import ClusterError
 from fencecheck.descriptors.base import FAILOVER, FaultDescriptor
-from fencecheck.faults.base import FaultContext, FaultOptions, ScheduleView, default_targets
+from fencecheck.faults.base import (
+    PRIMARY,
+    FaultContext,
+    FaultOptions,
+    ScheduleView,
+    default_targets,
+)
 from fencecheck.faults.nemesis_fault import NemesisFault
 
 DESCRIPTOR = FaultDescriptor(
@@ -42,3 +48,8 @@ class FailoverFault(NemesisFault):
 
     def targets(self, rng: random.Random, view: ScheduleView) -> Any:
         return default_targets(view)
+
+    def recorded(self, value: Any, started: Any) -> tuple[str, Any] | None:
+        """Always the primary of the moment: `start` asks the sentinels, in a run and at
+        replay alike, whichever node that is."""
+        return PRIMARY, value

@@ -35,3 +35,17 @@ def test_torn_last_line_is_dropped_but_a_bad_middle_line_is_an_error(tmp_path: P
     path.write_text(good + "\n" + "{oops\n" + good + "\n")
     with pytest.raises(WorkloadError, match=":2:"):
         read_log(path)
+
+
+@pytest.mark.parametrize("value", [
+    {"lock": "a", "token": 2**80, "note": "é"},
+    {"x": float("nan"), "y": [float("inf")]},  # msgspec would write null: json's NaN is kept
+    {1: "int key"},
+])
+def test_a_line_reads_back_as_json_would_write_it(tmp_path: Path, value: dict[object, object]
+                                                  ) -> None:
+    path = tmp_path / "w.jsonl"
+    with EventLog(path, 0) as events:
+        events.write(1, "ok", "read", value)  # type: ignore[arg-type]
+    got = read_log(path)[0]["value"]
+    assert json.dumps(got) == json.dumps(json.loads(json.dumps(value)))
