@@ -160,11 +160,23 @@ class KubeApiserverService(NodeDaemons):
         """Wait until every API server (or those named) is ready."""
         pending = {n: "not asked" for n in (nodes if nodes is not None else self.nodes)}
         deadline = time.monotonic() + timeout_s
+        restarts: dict[str, int] = {}
         while pending:
             said = {n: self.readyz(n) for n in pending}
             pending = {n: why for n, why in said.items() if why is not None}
             if not pending:
                 return
+            for n in pending:
+                # An API server that exits while starting (a post-start hook that timed out on
+                # a busy etcd: "unable to perform initial IP and Port allocation check") is
+                # started again, as the kubelet restarts a control plane's static pod; twice
+                # at most, then the run stops and names its log.
+                if n in self.daemons and not self.running(n) and restarts.get(n, 0) < 2:
+                    restarts[n] = restarts.get(n, 0) + 1
+                    log.warning("kubernetes: the API server on %s exited while starting; "
+                                "starting it again (%d of 2)", n, restarts[n])
+                    self.daemons.pop(n, None)
+                    self._start(n)
             self.check_exited(list(pending), "kube-apiserver.log")
             if time.monotonic() > deadline:
                 raise ClusterError(f"kube-apiserver not ready after {timeout_s} s: " + ", ".join(
