@@ -115,6 +115,14 @@ class ClientNode(Protocol):
         ...
 
 
+@runtime_checkable
+class ControlChannel(Protocol):
+    """A node the controller drives over the network a partition cuts (an SSH host): the
+    partition must spare that connection, or the controller loses the node it must heal."""
+
+    control_port: int  # the node's TCP port the controller is connected to
+
+
 @dataclass(slots=True)
 class Cluster:
     servers: dict[str, Remote] = field(default_factory=dict)

@@ -9,7 +9,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,16 @@ def run_cmd(argv: list[str], *, timeout: float, **popen: Any) -> subprocess.Comp
 def run_fencecheck(*args: str, timeout: float, **popen: Any) -> subprocess.CompletedProcess[str]:
     """`fencecheck ARGS` through `run_cmd`."""
     return run_cmd(fencecheck_argv(*args), timeout=timeout, **popen)
+
+
+def at_once(*calls: Callable[[], Any]) -> list[Any]:
+    """Every call at the same time (threads: each usually waits on a `fencecheck run` process);
+    their results in order. All have ended when it returns, so a test leaves nothing running,
+    and the first exception is raised then. The test command's time is mostly runs waiting out
+    their time limits: twin runs side by side halve it."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = [pool.submit(c) for c in calls]
+        return [f.result() for f in futures]
 
 
 def netns_available() -> str | None:

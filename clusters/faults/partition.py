@@ -31,6 +31,7 @@ import networkx as nx
 from fencecheck.clusters.base import (
     Cluster,
     ClusterError,
+    ControlChannel,
     Grudge,
     NemesisOp,
     Remote,
@@ -189,7 +190,11 @@ def chain_name(run_id: str) -> str:
 
 
 class IptablesNet:
-    """`Net` on iptables inside each node (INPUT DROP by source address in chain FC-<run>)."""
+    """`Net` on iptables inside each node (INPUT DROP by source address in chain FC-<run>).
+    A node the controller drives over this network (`ControlChannel`: SSH) keeps that session:
+    on a clients' host (the controller on the SSH runtime) cut off from a server, dropping the
+    server's packets would drop its SSH replies too, and the fault could neither start nor heal
+    (a 30 s channel timeout each)."""
 
     def __init__(
         self, remotes: Mapping[str, Remote], run_id: str, ledger: Ledger | None = None
@@ -218,9 +223,15 @@ class IptablesNet:
                 self._record_chain(node, remote)
                 self._chains.add(node)  # before creating: heal must find it even half-made
                 lines += [f":{self.chain} - [0:0]", f"-I INPUT 1 -j {self.chain}"]
+            if isinstance(remote, ControlChannel):  # the controller's session to node: ahead
+                # of this call's DROPs (heal flushes the chain, so each call adds it again)
+                lines.append(f"-A {self.chain} -p tcp --dport {remote.control_port} -j RETURN")
             for src in sorted(sources):
-                addr = self._remote(src).address
-                lines.append(f"-A {self.chain} -s {addr}/32{loss} -j DROP")
+                source = self._remote(src)
+                if isinstance(source, ControlChannel):  # src's replies to the controller
+                    lines.append(f"-A {self.chain} -s {source.address}/32 -p tcp "
+                                 f"--sport {source.control_port} -j RETURN")
+                lines.append(f"-A {self.chain} -s {source.address}/32{loss} -j DROP")
             lines.append("COMMIT")
             remote.run(
                 ["iptables-restore", "-w", "--noflush"], stdin=("\n".join(lines) + "\n").encode()

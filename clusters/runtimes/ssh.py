@@ -114,9 +114,10 @@ class SshRemote:
     """A host over one paramiko connection. Thread-safe: each command is its own channel."""
 
     def __init__(self, name: str, address: str, client: paramiko.SSHClient,
-                 sudo: bool = False) -> None:
+                 sudo: bool = False, control_port: int = 22) -> None:
         self.name = name
         self.address = address
+        self.control_port = control_port  # ControlChannel: partitions spare this session
         self.client = client
         self.sudo = sudo
         self._sftp: paramiko.SFTPClient | None = None
@@ -351,7 +352,7 @@ class SshRuntime:
         transport = client.get_transport()
         assert transport is not None
         address = str(transport.getpeername()[0])
-        return SshRemote(node, address, client, self.sudo)
+        return SshRemote(node, address, client, self.sudo, control_port=port)
 
     def setup(self, servers: Sequence[str], clients: Sequence[str]) -> Cluster:
         if self._remotes:

@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import fc_namespaces, fencecheck_argv, processes_matching, run_fencecheck
+from tests.conftest import (
+    at_once,
+    fc_namespaces,
+    fencecheck_argv,
+    processes_matching,
+    run_fencecheck,
+)
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 
@@ -151,10 +157,10 @@ CARELESS = ("--renew", "--nemesis", "pause", "--time-limit", "20", "--lease-ms",
 
 def test_careless_release_and_renew_grant_the_lock_twice_where_the_strict_client_does_not(
         tmp_path: Path) -> None:
-    _, strict, _ = run(tmp_path / "strict", "--client", "redis-setnx", "--fencing", "off",
-                       *CARELESS)
-    code, careless, run_dir = run(tmp_path / "careless", "--client", "redis-setnx-careless",
-                                  "--fencing", "off", *CARELESS)
+    (_, strict, _), (code, careless, run_dir) = at_once(
+        lambda: run(tmp_path / "strict", "--client", "redis-setnx", "--fencing", "off", *CARELESS),
+        lambda: run(tmp_path / "careless", "--client", "redis-setnx-careless", "--fencing", "off",
+                    *CARELESS))
     assert "double-grant" not in kinds(strict), strict
     assert code == 1
     doubles = [v for v in violations(careless) if v["kind"] == "double-grant"]
@@ -210,8 +216,9 @@ ETCD_CARELESS = ("--backend", "etcd", "--renew", "--nemesis", "pause", "--time-l
 
 def test_careless_etcd_grants_twice_where_the_strict_etcd_client_does_not(
         tmp_path: Path) -> None:
-    _, strict, _ = run(tmp_path / "strict", "--client", "etcd", *ETCD_CARELESS)
-    code, careless, _ = run(tmp_path / "careless", "--client", "etcd-careless", *ETCD_CARELESS)
+    (_, strict, _), (code, careless, _) = at_once(
+        lambda: run(tmp_path / "strict", "--client", "etcd", *ETCD_CARELESS),
+        lambda: run(tmp_path / "careless", "--client", "etcd-careless", *ETCD_CARELESS))
     assert "double-grant" not in kinds(strict), strict
     assert code == 1
     doubles = [v for v in violations(careless) if v["kind"] == "double-grant"]
