@@ -91,7 +91,10 @@ NO_FAULTS = (("redis", "redis-setnx"), ("redis", "redis-py"), ("redlock", "redlo
              ("zookeeper", "zookeeper"))
 
 
-@pytest.mark.parametrize("part", [NO_FAULTS[:4], NO_FAULTS[4:]], ids=["redis", "others"])
+# The Redis clients side by side; the others alone: a 5 s run of workers that take seconds to
+# start (python-etcd3, kazoo) beside other runs can end before an acquire completes (UNKNOWN).
+@pytest.mark.parametrize("part", [NO_FAULTS[:4], *((c,) for c in NO_FAULTS[4:])],
+                         ids=["redis", "redis-sentinel", "etcd", "zookeeper"])
 def test_no_faults_is_valid_on_every_backend(tmp_path: Path,
                                              part: tuple[tuple[str, str], ...]) -> None:
     runs = at_once(*(
