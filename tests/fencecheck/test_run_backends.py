@@ -47,13 +47,16 @@ def must_find(store: Path, name: str, wanted: set[str], *args: str,
     pytest.fail(f"{name}: no {sorted(wanted)} in {len(seeds)} runs (last found {found})")
 
 
-def found(store: Path, name: str, wanted: set[str], first: tuple[int, dict[str, Any]],
-          *args: str) -> None:
-    """A must-find whose seed-1 run (`first`) ran beside others: done if it found one of
-    `wanted`, else one more seed on its own."""
-    code, results = first
-    if not (code == 1 and kinds(results) & wanted):
-        must_find(store, name, wanted, *args, seeds=(2,))
+def must_find_each(store: Path, wanted: set[str], variants: dict[str, tuple[str, ...]],
+                   *args: str) -> None:
+    """`must_find` for each variant (name -> its own args, before `args`): every variant's
+    seed-1 run side by side, then a variant that missed tries seed 2 on its own."""
+    names = list(variants)
+    firsts = at_once(*((lambda n=n: run(store, f"{n}-1", "--seed", "1", *variants[n], *args))
+                       for n in names))
+    for n, (code, results) in zip(names, firsts, strict=True):
+        if not (code == 1 and kinds(results) & wanted):
+            must_find(store, n, wanted, *variants[n], *args, seeds=(2,))
 
 
 # Runs that would otherwise follow one another go side by side (`at_once`): the test command's
@@ -65,12 +68,8 @@ UNFENCED_PAUSE = ("--fencing", "off", "--nemesis", "pause", "--time-limit", "20"
 
 def test_unfenced_consensus_lock_with_pauses_is_caught(tmp_path: Path) -> None:
     # A lease still expires under a paused holder: consensus does not make a lock safe.
-    backends = ("etcd", "zookeeper")
-    firsts = at_once(*(
-        (lambda b=b: run(tmp_path, f"{b}-1", "--seed", "1", "--backend", b, *UNFENCED_PAUSE))
-        for b in backends))
-    for b, first in zip(backends, firsts, strict=True):
-        found(tmp_path, b, DAMAGE - {"double-grant"}, first, "--backend", b, *UNFENCED_PAUSE)
+    must_find_each(tmp_path, DAMAGE - {"double-grant"},
+                   {b: ("--backend", b) for b in ("etcd", "zookeeper")}, *UNFENCED_PAUSE)
 
 
 def test_fenced_consensus_lock_survives_every_fault(tmp_path: Path) -> None:
@@ -111,12 +110,8 @@ REDLOCK_CLOCK = ("--backend", "redlock", "--nemesis", "clock", "--think-ms", "10
 
 
 def test_redlock_with_a_majority_clock_jump_double_grants(tmp_path: Path) -> None:
-    clients = ("redlock-ref", "redlock")
-    firsts = at_once(*(
-        (lambda c=c: run(tmp_path, f"{c}-1", "--seed", "1", "--client", c, *REDLOCK_CLOCK))
-        for c in clients))
-    for c, first in zip(clients, firsts, strict=True):
-        found(tmp_path, c, {"double-grant"}, first, "--client", c, *REDLOCK_CLOCK)
+    must_find_each(tmp_path, {"double-grant"},
+                   {c: ("--client", c) for c in ("redlock-ref", "redlock")}, *REDLOCK_CLOCK)
 
 
 def test_redlock_restarted_without_persistence_double_grants(tmp_path: Path) -> None:
