@@ -5,7 +5,8 @@ and the nodes named in `local_nodes` (the resource, a Python process of this pro
 hosts need no copy of it), run on the controller host, as in Jepsen: every such node is a
 `LocalRemote` with the address the hosts see the controller on (the local end of the SSH
 connection), so a partition cuts off all clients at once and `client-isolate` acts on this
-host's own iptables (chain FC-<run>).
+host's own iptables (chain FC-<run>). The controller's SSH session shares that address: every
+`SshRemote` is a `ControlChannel`, whose session the partition's rules let through.
 
 Safety: host keys are checked against `known_hosts` (the given file, else ~/.ssh/known_hosts);
 an unknown key is refused with a ClusterError naming the host and `--ssh-accept-unknown`, which
