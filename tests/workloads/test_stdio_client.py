@@ -24,7 +24,7 @@ import pytest
 from fencecheck.workloads.base import DefiniteFailure, Indeterminate
 from fencecheck.workloads.clients.build import NotBuilt, command
 from fencecheck.workloads.stdio_client import StdioClient
-from tests.conftest import REPO, fc_namespaces, processes_matching, run_fencecheck
+from tests.conftest import REPO, at_once, fc_namespaces, processes_matching, run_fencecheck
 from tests.workloads.conftest import Server
 
 SCHEMAS = REPO / "workloads" / "clients" / "schema"
@@ -198,30 +198,34 @@ runpy.run_path(example, run_name="__main__")
 
 @pytest.mark.netns
 @pytest.mark.usefixtures("no_leftovers")
-@pytest.mark.parametrize("mode", sorted(ERRORS))
-def test_a_run_with_a_misbehaving_program_is_checked_and_torn_down(mode: str,
-                                                                    tmp_path: Path) -> None:
+def test_a_run_with_a_misbehaving_program_is_checked_and_torn_down(tmp_path: Path) -> None:
     example = tmp_path / "my_lock.py"
     example.write_text(doc_block("python"))
     wrapper = tmp_path / "bad.py"
     wrapper.write_text(WRAPPER)
     store = tmp_path / "store"
-    r = run_fencecheck("run", "--backend", "redis", "--nemesis", "none", "--time-limit", "10",
-                       "--seed", "1", "--store", str(store), "--name", mode, "--concurrency", "3",
-                       "--client-cmd", f"{sys.executable} {wrapper} {mode} {example}", timeout=180)
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 0, r.stdout + r.stderr  # no faults: the lock is fine, so valid
-    run_dir = (store / mode / "latest").resolve()
-    history = [json.loads(line) for line in (run_dir / "history.jsonl").open()]
-    errors = [e.get("error") for e in history if e["type"] == "info"]
-    assert ERRORS[mode] in errors
-    oks = [e for e in history if e["type"] == "ok" and e["f"] == "acquire"]
-    assert len(oks) > len(errors)  # restarted programs went on taking the lock
-    assert json.loads((run_dir / "results.json").read_text())["valid"] is True
-    logs = "".join(p.read_text() for p in run_dir.glob("nodes/c*/worker.log"))
-    assert logs.count("starting client program") > 3
-    test = json.loads((run_dir / "test.json").read_text())
-    assert not fc_namespaces(test["run_id"])
+    modes = sorted(ERRORS)  # one run per way of misbehaving, side by side
+
+    def run(mode: str) -> subprocess.CompletedProcess[str]:
+        return run_fencecheck(
+            "run", "--backend", "redis", "--nemesis", "none", "--time-limit", "10", "--seed",
+            "1", "--store", str(store), "--name", mode, "--concurrency", "3", "--client-cmd",
+            f"{sys.executable} {wrapper} {mode} {example}", timeout=180)
+
+    for mode, r in zip(modes, at_once(*(lambda m=m: run(m) for m in modes)), strict=True):
+        assert "Traceback" not in r.stderr, r.stderr
+        assert r.returncode == 0, (mode, r.stdout + r.stderr)  # no faults: the lock is fine
+        run_dir = (store / mode / "latest").resolve()
+        history = [json.loads(line) for line in (run_dir / "history.jsonl").open()]
+        errors = [e.get("error") for e in history if e["type"] == "info"]
+        assert ERRORS[mode] in errors, mode
+        oks = [e for e in history if e["type"] == "ok" and e["f"] == "acquire"]
+        assert len(oks) > len(errors), mode  # restarted programs went on taking the lock
+        assert json.loads((run_dir / "results.json").read_text())["valid"] is True
+        logs = "".join(p.read_text() for p in run_dir.glob("nodes/c*/worker.log"))
+        assert logs.count("starting client program") > 3, mode
+        test = json.loads((run_dir / "test.json").read_text())
+        assert not fc_namespaces(test["run_id"])
     assert processes_matching(str(wrapper)) == []
 
 
