@@ -7,9 +7,13 @@ Run: `.venv/bin/python benchmarks/bench_harness_rate.py --workers 4 --seconds 5 
 redis-py] [--out result.json]`. The summary goes to the log (stderr) and, with --out, to a file.
 The pieces (`start_redis`, `start_store`, `run_workers`, `summarize`) are importable.
 
-`--compare-bare --rounds N` alternates N harness runs with N bare-loop runs on the same servers
-and compares the medians: on a shared machine whose load moves within seconds, one run of each
-back to back can differ by the load alone.
+`--compare-bare --rounds N` alternates N harness runs with N runs of each bare loop on the same
+servers and compares the medians: on a shared machine whose load moves within seconds, one run
+of each back to back can differ by the load alone. Two bare loops, neither recording anything:
+`BARE_LOOP` (SET NX PX, INCR, owner-checked DEL: 3 round trips, the issue's yardstick) and
+`BARE_STORE_LOOP`, the harness cycle's own work (the same token-granting SET NX PX script, a
+read and a write on the same fenced store through the same client, owner-checked DEL: 4 round
+trips), so what is left between it and the harness is the worker and its 8 recorded events.
 """
 
 from __future__ import annotations
@@ -119,11 +123,39 @@ print(cycles)
 """
 
 
-def run_bare(redis_address: str, *, workers: int, seconds: float, locks: int) -> float:
-    """Lock cycles per second of a bare redis-py acquire/incr/release loop in `workers`
-    processes (the same poll interval as the redis-setnx client)."""
-    procs = [subprocess.Popen([sys.executable, "-c", BARE_LOOP, redis_address, str(locks),
-                               str(seconds), str(i)], stdout=subprocess.PIPE, cwd=REPO)
+BARE_STORE_LOOP = """
+import random, sys, time, uuid
+import redis
+from fencecheck.workloads.redis_clients import ACQUIRE_LUA, RELEASE_LUA
+from fencecheck.workloads.store import StoreResource
+host, port = sys.argv[1].rsplit(":", 1)
+locks, seconds, seed = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+r = redis.Redis(host=host, port=int(port))
+acquire, release = r.register_script(ACQUIRE_LUA), r.register_script(RELEASE_LUA)
+store = StoreResource({"address": sys.argv[5], "op_timeout_s": 2.0})
+rng = random.Random(seed)
+cycles = 0
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    lock = "bare:%d" % rng.randrange(locks)
+    me = uuid.uuid4().hex
+    while (token := acquire(keys=[lock, lock + ":token"], args=[me, 5000])) is None:
+        time.sleep(0.005)
+    store.write(lock, (store.read(lock, token, lock) or 0) + 1, token, lock)
+    release(keys=[lock], args=[me])
+    cycles += 1
+print(cycles)
+"""
+
+
+def run_bare(redis_address: str, *, workers: int, seconds: float, locks: int,
+             store_address: str | None = None) -> float:
+    """Lock cycles per second of a bare redis-py loop in `workers` processes (the same poll
+    interval as the redis-setnx client): `BARE_LOOP`, or with `store_address`
+    `BARE_STORE_LOOP` against that fenced store."""
+    loop, extra = (BARE_LOOP, []) if store_address is None else (BARE_STORE_LOOP, [store_address])
+    procs = [subprocess.Popen([sys.executable, "-c", loop, redis_address, str(locks),
+                               str(seconds), str(i), *extra], stdout=subprocess.PIPE, cwd=REPO)
              for i in range(workers)]
     total = 0
     for p in procs:
@@ -209,6 +241,16 @@ def summarize(events: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def compare(harness_rates: list[float], bare_rates: list[float]) -> dict[str, Any]:
+    """The medians of alternating harness and bare runs, their ratio, and the median of each
+    round's ratio (a harness run against the bare run right after it, under the same load)."""
+    harness, bare = statistics.median(harness_rates), statistics.median(bare_rates)
+    paired = [h / b for h, b in zip(harness_rates, bare_rates, strict=True) if b]
+    return {"harness": harness, "bare": bare, "ratio": harness / bare if bare else None,
+            "paired_ratio_median": statistics.median(paired) if paired else None,
+            "rounds": {"harness": harness_rates, "bare": bare_rates}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -218,8 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--locks", type=int, default=4)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--compare-bare", action="store_true",
-                        help="also run a bare redis-py acquire/incr/release loop against the "
-                             "same redis-server and compare lock cycles per second")
+                        help="also run the bare redis-py loops (BARE_LOOP, and BARE_STORE_LOOP "
+                             "with the fenced store) against the same servers and compare "
+                             "lock cycles per second")
     parser.add_argument("--rounds", type=int, default=1,
                         help="with --compare-bare: alternate this many harness and bare runs "
                              "and compare their medians")
@@ -230,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         fencing = args.client == "redis-setnx"
         harness_rates: list[float] = []
         bare_rates: list[float] = []
+        bare_store_rates: list[float] = []
         with start_redis(workdir) as r, start_store(workdir, fencing) as s:
             for i in range(max(1, args.rounds) if args.compare_bare else 1):
                 run_dir = workdir / f"round{i}"
@@ -244,16 +288,15 @@ def main(argv: list[str] | None = None) -> int:
                 if args.compare_bare:
                     bare_rates.append(run_bare(r, workers=args.workers, seconds=args.seconds,
                                                locks=args.locks))
+                    if fencing:  # the store loop's tokens come from redis-setnx's script
+                        bare_store_rates.append(run_bare(
+                            r, workers=args.workers, seconds=args.seconds, locks=args.locks,
+                            store_address=s))
     result = {"workers": args.workers, "client": args.client, **summary}
     if bare_rates:
-        harness, bare = statistics.median(harness_rates), statistics.median(bare_rates)
-        paired = [h / b for h, b in zip(harness_rates, bare_rates, strict=True) if b]
-        result["lock_cycles_per_s"] = {"harness": harness, "bare_redis_py": bare,
-                                       "ratio": harness / bare if bare else None,
-                                       # each harness run against the bare run right after it
-                                       "paired_ratio_median": (statistics.median(paired)
-                                                               if paired else None),
-                                       "rounds": {"harness": harness_rates, "bare": bare_rates}}
+        result["lock_cycles_per_s"] = compare(harness_rates, bare_rates)
+    if bare_store_rates:
+        result["lock_cycles_per_s_same_work"] = compare(harness_rates, bare_store_rates)
     log.info("%s", json.dumps(result, indent=1))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")

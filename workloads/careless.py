@@ -98,8 +98,7 @@ class CarelessSetnxClient(SetnxClient):
         if "renew-without-owner" not in self.careless:
             return super().renew(grant, lease_ms)
         lock_key, _ = self._keys(grant.lock)
-        r = self._redis.client
-        found = self._redis.call(lambda: r.eval(PEXPIRE_ANY_LUA, 1, lock_key, int(lease_ms)))
+        found = self._redis.execute("EVAL", PEXPIRE_ANY_LUA, 1, lock_key, int(lease_ms))
         if not found:
             raise DefiniteFailure("no-lock", grant.lock)
         return Grant(grant.lock, grant.token, lease_ms, grant.handle,
@@ -109,8 +108,7 @@ class CarelessSetnxClient(SetnxClient):
         if "release-without-token" not in self.careless:
             return super().release(grant)
         lock_key, _ = self._keys(grant.lock)
-        r = self._redis.client
-        deleted = self._redis.call(lambda: r.eval(DEL_ANY_LUA, 1, lock_key))
+        deleted = self._redis.execute("EVAL", DEL_ANY_LUA, 1, lock_key)
         return {"deleted_token": None if deleted is None else _token_of(deleted)}
 
 

@@ -100,11 +100,18 @@ def _error_code(e: ResponseError) -> str:
 
 class RedisConn:
     """One redis-py client plus the error mapping shared by the lock clients. Subclasses may
-    refine the mapping (workloads/sentinel_client.py: a client on the sentinels' primary)."""
+    refine the mapping (workloads/sentinel_client.py: a client on the sentinels' primary).
+
+    Two ways to send: `call(fn)` runs redis-py calls on the client's pool (for clients built on
+    redis-py's own objects, such as `Lock`); `execute(*command)` sends one command on a
+    connection of this object's own, made by the same pool. The pool checks a connection out
+    and back in around every command (with a select(2) on it each time), which measured here
+    cost as much as the command itself; the harness's lock cycle sends two per cycle."""
 
     def __init__(self, client: redis.Redis, host: str, port: int) -> None:
         self.client = client
         self.host, self.port = host, port
+        self._own: Any = None  # execute's connection (redis-py's connection types are untyped)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> RedisConn:
@@ -112,21 +119,45 @@ class RedisConn:
         host, port = opts.endpoints(options)[0]
         return cls(make_redis(options), host, port)
 
+    def connect_failure(self, e: RedisError) -> DefiniteFailure:
+        """What a failure to connect (nothing was sent) is in the history."""
+        if isinstance(e, RedisTimeoutError):
+            return DefiniteFailure("connect-timeout", str(e))
+        if isinstance(e, BusyLoadingError):
+            return DefiniteFailure("loading", str(e))
+        if isinstance(e, RedisConnectionError):
+            refused = "refused" in str(e).lower() or "error 111 " in str(e).lower()
+            return DefiniteFailure("connection-refused" if refused else "connect-failed", str(e))
+        return DefiniteFailure("connect-failed", str(e))
+
+    def request_failure(self, e: Exception) -> DefiniteFailure | Indeterminate | None:
+        """What an error raised by a request on an open connection is in the history (None:
+        not redis-py's, let it propagate)."""
+        if isinstance(e, DefiniteFailure | Indeterminate):
+            return e
+        if isinstance(e, BusyLoadingError):
+            return DefiniteFailure("loading", str(e))
+        if isinstance(e, LockNotOwnedError):
+            return DefiniteFailure("not-owner", str(e))
+        if isinstance(e, LockError):
+            return DefiniteFailure("lock-error", str(e))
+        if isinstance(e, ResponseError):
+            return DefiniteFailure(_error_code(e), str(e))
+        if isinstance(e, RedisTimeoutError):
+            return Indeterminate("timeout", str(e))
+        if isinstance(e, RedisConnectionError):
+            return Indeterminate("connection-lost", str(e))
+        if isinstance(e, RedisError | OSError):
+            return Indeterminate("error", f"{type(e).__name__}: {e}")
+        return None
+
     def connect(self) -> None:
         """Make sure the pooled connection is up, so a later failure is surely mid-request."""
         pool = self.client.connection_pool
         try:
             conn = pool.get_connection()
-        except RedisTimeoutError as e:
-            raise DefiniteFailure("connect-timeout", str(e)) from e
-        except BusyLoadingError as e:
-            raise DefiniteFailure("loading", str(e)) from e
-        except RedisConnectionError as e:
-            refused = "refused" in str(e).lower() or "error 111 " in str(e).lower()
-            raise DefiniteFailure("connection-refused" if refused else "connect-failed",
-                                  str(e)) from e
         except RedisError as e:
-            raise DefiniteFailure("connect-failed", str(e)) from e
+            raise self.connect_failure(e) from e
         pool.release(conn)
 
     @contextlib.contextmanager
@@ -134,29 +165,54 @@ class RedisConn:
         """Map redis-py errors raised by the requests inside to Definite/Indeterminate."""
         try:
             yield
-        except (DefiniteFailure, Indeterminate):
-            raise
-        except BusyLoadingError as e:
-            raise DefiniteFailure("loading", str(e)) from e
-        except LockNotOwnedError as e:
-            raise DefiniteFailure("not-owner", str(e)) from e
-        except LockError as e:
-            raise DefiniteFailure("lock-error", str(e)) from e
-        except ResponseError as e:
-            raise DefiniteFailure(_error_code(e), str(e)) from e
-        except RedisTimeoutError as e:
-            raise Indeterminate("timeout", str(e)) from e
-        except RedisConnectionError as e:
-            raise Indeterminate("connection-lost", str(e)) from e
-        except (RedisError, OSError) as e:
-            raise Indeterminate("error", f"{type(e).__name__}: {e}") from e
+        except Exception as e:
+            mapped = self.request_failure(e)
+            if mapped is None or mapped is e:
+                raise
+            raise mapped from e
 
     def call(self, fn: Callable[[], T]) -> T:
         self.connect()
         with self.request():
             return fn()
 
+    def execute(self, *command: str | int) -> Any:
+        """Send one command and return its reply, on this object's own connection: connected
+        first (a failure there is definite), then the request (mapped as in `request`). A
+        connection that failed mid-request is closed, and made again next time."""
+        conn = self._own
+        if conn is None:
+            conn = self._own = self.client.connection_pool.make_connection()
+        try:
+            conn.connect()  # nothing to do while it is up
+            # As redis-py's pool does before lending a connection: one the server closed (it
+            # was killed, say) is made again before anything is sent, not failed mid-request.
+            try:
+                stale = conn.can_read()
+            except (RedisConnectionError, RedisTimeoutError, OSError):
+                stale = True
+            if stale:
+                conn.disconnect()
+                conn.connect()
+        except RedisError as e:
+            raise self.connect_failure(e) from e
+        try:
+            conn.send_command(*command)
+            return conn.read_response()
+        except BaseException as e:
+            if not isinstance(e, ResponseError):
+                # Its reply may still come and must not be read as the next command's: redis-py's
+                # Redis drops the connection in its retry callback, and a sentinel-managed
+                # connection does not drop it on its own.
+                conn.disconnect()
+            mapped = self.request_failure(e) if isinstance(e, Exception) else None
+            if mapped is None or mapped is e:
+                raise
+            raise mapped from e
+
     def close(self) -> None:
+        if self._own is not None:
+            self._own.disconnect()
         self.client.close()
 
 
@@ -185,27 +241,23 @@ class SetnxClient:
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         lock_key, token_key = self._keys(lock)
         owner = secrets.token_hex(16)
-        r = self._redis.client
-        token, sent = poll(lock, timeout_s, lambda: self._redis.call(
-            lambda: r.eval(self.acquire_script, 2, lock_key, token_key, owner, int(lease_ms))
-        ), self.poll_s)
+        execute, script, lease = self._redis.execute, self.acquire_script, int(lease_ms)
+        token, sent = poll(lock, timeout_s, lambda: execute(
+            "EVAL", script, 2, lock_key, token_key, owner, lease), self.poll_s)
         return Grant(lock=lock, token=int(token), lease_ms=lease_ms,
                      handle=self._handle(int(token), owner), attempt_ns=sent)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         lock_key, _ = self._keys(grant.lock)
-        r = self._redis.client
-        done = self._redis.call(
-            lambda: r.eval(RENEW_LUA, 1, lock_key, str(grant.handle), int(lease_ms))
-        )
+        done = self._redis.execute("EVAL", RENEW_LUA, 1, lock_key, str(grant.handle),
+                                   int(lease_ms))
         if not done:
             raise DefiniteFailure("not-owner", grant.lock)
         return Grant(grant.lock, grant.token, lease_ms, grant.handle)
 
     def release(self, grant: Grant) -> Mapping[str, Any] | None:
         lock_key, _ = self._keys(grant.lock)
-        r = self._redis.client
-        done = self._redis.call(lambda: r.eval(RELEASE_LUA, 1, lock_key, str(grant.handle)))
+        done = self._redis.execute("EVAL", RELEASE_LUA, 1, lock_key, str(grant.handle))
         if not done:
             raise DefiniteFailure("not-owner", grant.lock)
         return None

@@ -15,16 +15,16 @@ the name clusters/services/sentinel.py monitors), and redis-setnx's `poll_ms`, `
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.sentinel import MasterNotFoundError, Sentinel
 
 from fencecheck.workloads import options as opts
-from fencecheck.workloads.base import DefiniteFailure
+from fencecheck.workloads.base import DefiniteFailure, Indeterminate
 from fencecheck.workloads.redis_clients import RedisConn, SetnxClient, connection_kwargs
 
 log = logging.getLogger(__name__)
@@ -46,23 +46,15 @@ class SentinelConn(RedisConn):
         client = self.sentinel.master_for(self.service_name, **kw)  # type: ignore[no-untyped-call]
         super().__init__(client, *eps[0])
 
-    def connect(self) -> None:
-        try:
-            super().connect()
-        except DefiniteFailure as e:
-            if isinstance(e.__cause__, MasterNotFoundError):
-                raise DefiniteFailure("no-primary", str(e.__cause__)) from e.__cause__
-            raise
+    def connect_failure(self, e: RedisError) -> DefiniteFailure:
+        if isinstance(e, MasterNotFoundError):
+            return DefiniteFailure("no-primary", str(e))
+        return super().connect_failure(e)
 
-    @contextlib.contextmanager
-    def request(self) -> Iterator[None]:
-        with super().request():
-            try:
-                yield
-            except RedisConnectionError as e:
-                if _DEMOTED in str(e):  # the server refused: nothing was written
-                    raise DefiniteFailure("readonly", str(e)) from e
-                raise
+    def request_failure(self, e: Exception) -> DefiniteFailure | Indeterminate | None:
+        if isinstance(e, RedisConnectionError) and _DEMOTED in str(e):
+            return DefiniteFailure("readonly", str(e))  # the server refused: nothing was written
+        return super().request_failure(e)
 
     def primary_address(self) -> tuple[str, int]:
         """Where the sentinels say the primary is now (asks them; for tests and logs)."""

@@ -146,14 +146,22 @@ class StoreServer:
                 raise ValueError("not an object")
         except ValueError as e:
             req, resp = {"raw": line.decode(errors="replace")}, _bad(str(e))
-        else:
-            resp = self.state.handle(req)
+            resp["id"] = None
+            self._log({"peer": peer, "req": req, "resp": resp})
+            return encode_line(resp)
+        resp = self.state.handle(req)
         resp["id"] = req.get("id")
-        self._log({"peer": peer, "req": req, "resp": resp})
-        return encode_line(resp)
+        reply = encode_line(resp)
+        # The line {"mono_ns", "peer", "req", "resp"} spliced from the request as received (it
+        # just parsed as a JSON object) and the reply as sent, rather than both encoded again:
+        # this runs twice in every lock cycle of the harness.
+        self.log_file.write(b'{"mono_ns":%d,"peer":%s,"req":%s,"resp":%s' % (
+            time.monotonic_ns(), _json_str(peer), line.strip(), reply[:-1]) + b"}\n")
+        return reply
 
 
 _DECODER = msgspec.json.Decoder()
+_json_str = msgspec.json.Encoder().encode
 _LINE_LIMIT = 2**16  # a longer line closes the connection (asyncio streams' default limit)
 
 
