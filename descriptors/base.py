@@ -110,7 +110,7 @@ class FaultDescriptor:
     with a FaultContext. `requires`: service capabilities it needs; `runtimes`: where it works;
     `waits_for_grant`: with --pause-target holder the schedule starts it only once a fresh grant
     is seen (so it lands inside a critical section). `ends_on_successor`: a start aimed at that
-    fresh holder ends as soon as another worker is granted its lock and has written
+    fresh holder ends shortly after another worker is granted its lock and has written
     (fencecheck/successor.py), the drawn hold being the upper bound; not with --fault-duration
     (a hold the user fixed) nor at replay (the recorded hold). `worker_env`: its Fault is a
     WorkerEnv (the workers start with the environment it gives, e.g. the clock shim)."""

@@ -39,7 +39,7 @@ from fencecheck.faults.base import HOLDER as HOLDER
 from fencecheck.faults.base import ROLES, Fault, RoleTargets, ScheduleView
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.signals import Interrupted
-from fencecheck.successor import ENDED_BY_SUCCESSOR, SuccessorWatch
+from fencecheck.successor import ENDED_BY_SUCCESSOR, SETTLE_S, SuccessorWatch
 from fencecheck.tail import LogTailer
 from fencecheck.workers import Worker
 from fencecheck.workloads.eventlog import Event, EventType
@@ -322,8 +322,9 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
         if active is not None and watch is not None and now < active[1]:
             successor = watch.successor(tailer.latest.values())
             if successor is not None:
-                reason = end_early(now - began, successor.worker)
-                active = (active[0], now)
+                stop_at = min(active[1], now + SETTLE_S)
+                reason = end_early(stop_at - began, successor.worker)
+                active, watch = (active[0], stop_at), None
         if active is not None and now >= active[1]:
             _stop_fault(active[0], faults, nemesis_log, reason)
             active, watch, reason = None, None, None

@@ -12,6 +12,14 @@ kind a waking holder causes needs (stale-write-accepted: w1.ok < w2.invoke; inte
 b between a1 and a2; lost-update: an increment overwritten). A fixed delay after the grant
 would be a guess per client (a JVM or Go client over stdio writes later than redis-py). The
 drawn hold stays the upper bound: no successor seen, no early end.
+
+The pause ends SETTLE_S after that write was seen, not at once, for the replay's sake: a replay
+plays the recorded hold as a fixed time, and its pause starts a little earlier or later after the
+grant than the recorded one did (the controller's poll, under load), so a hold that ended right
+at the successor's write ends before the successor in some replays. Measured
+(`bench_replay.py --tries 10`, redis, lease 1 s, seed 1; all 10 replays found violations either
+way): ending at once, 5 of 10 replays found their first violation within 0.7 s of the recorded
+run's (median 2.8 s, recorded 1.9 s); ending 0.2 s later, 9 of 10 (median 2.0 s, recorded 1.9 s).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from dataclasses import dataclass
 from fencecheck.tail import Holding
 
 ENDED_BY_SUCCESSOR = "successor-wrote"  # the reason a stop's completion value gives
+SETTLE_S = 0.2  # from seeing the successor's write to the end of the pause
 
 
 @dataclass(frozen=True, slots=True)
