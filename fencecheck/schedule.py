@@ -322,9 +322,10 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
         if active is not None and watch is not None and now < active[1]:
             successor = watch.successor(tailer.latest.values())
             if successor is not None:
-                stop_at = min(active[1], now + SETTLE_S)
-                reason = end_early(stop_at - began, successor.worker)
-                active, watch = (active[0], stop_at), None
+                watch = None
+                if now + SETTLE_S < active[1]:  # else the drawn hold ends it as soon
+                    reason = end_early(now + SETTLE_S - began, successor.worker)
+                    active = (active[0], now + SETTLE_S)
         if active is not None and now >= active[1]:
             _stop_fault(active[0], faults, nemesis_log, reason)
             active, watch, reason = None, None, None
