@@ -109,8 +109,11 @@ class FaultDescriptor:
     """A fault: `factory` is the "module:Class" of its Fault (fencecheck.faults.base), built
     with a FaultContext. `requires`: service capabilities it needs; `runtimes`: where it works;
     `waits_for_grant`: with --pause-target holder the schedule starts it only once a fresh grant
-    is seen (so it lands inside a critical section). `worker_env`: its Fault is a WorkerEnv (the
-    workers start with the environment it gives, e.g. the clock shim)."""
+    is seen (so it lands inside a critical section). `ends_on_successor`: a start aimed at that
+    fresh holder ends shortly after another worker is granted its lock and has written
+    (fencecheck/successor.py), the drawn hold being the upper bound; not with --fault-duration
+    (a hold the user fixed) nor at replay (the recorded hold). `worker_env`: its Fault is a
+    WorkerEnv (the workers start with the environment it gives, e.g. the clock shim)."""
 
     name: str
     factory: str
@@ -119,4 +122,5 @@ class FaultDescriptor:
     runtimes: frozenset[str] = frozenset(RUNTIMES)
     waits_for_grant: bool = True
     needs: tuple[Need, ...] = field(default=())
+    ends_on_successor: bool = False
     worker_env: bool = False

@@ -156,7 +156,8 @@ class RunConfig(BaseModel):
         a lease after its holder was last seen, and then by the next poll. (Pauses of lease +
         0.5 s to 1.25 lease + 0.5 s brought the default run's first violation forward by about
         1.5 s, but missed 3 of 6 runs of python-etcd3, kazoo and kubernetes-python that these
-        find.)"""
+        find.) These are upper bounds: a pause of the holder ends once its successor has
+        written (fencecheck/successor.py)."""
         if self.fault_duration_s is not None:
             return self.fault_duration_s
         lease_s = self.lease_ms / 1000

@@ -231,5 +231,6 @@ def _build_faults(plan: RunPlan, parts: Parts, run_id: str, run_dir: Path) -> di
 
 
 def _scheduled(plan: RunPlan, faults: dict[str, Fault]) -> dict[str, ScheduledFault]:
-    waits = {d.name: d.waits_for_grant for d in plan.faults}
-    return {name: ScheduledFault(f, waits[name]) for name, f in faults.items()}
+    descs = {d.name: d for d in plan.faults}
+    return {name: ScheduledFault(f, descs[name].waits_for_grant, descs[name].ends_on_successor)
+            for name, f in faults.items()}

@@ -14,6 +14,12 @@ value carries the role, not the nodes, and a replay against a cluster whose prim
 hits the primary. Any other step's targets are "as named" (nodes n1 and n3 killed, worker c3
 paused, a ring partition's grudge): the same names exist in every run of the same
 configuration, so they are replayed as recorded.
+
+A holder pause ends early once its successor has written (fencecheck/successor.py; a fault's
+descriptor declares `ends_on_successor`): the step then records the hold it actually had as
+`hold_s` and the hold drawn for it as `drawn_hold_s` (absent where the drawn hold was played out;
+older files have none), and the `stop-` op's completion says why it ended. A replay plays the
+recorded holds as they are, never adaptively.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,6 +39,7 @@ from fencecheck.faults.base import HOLDER as HOLDER
 from fencecheck.faults.base import ROLES, Fault, RoleTargets, ScheduleView
 from fencecheck.progress import Progress, ProgressFn
 from fencecheck.signals import Interrupted
+from fencecheck.successor import ENDED_BY_SUCCESSOR, SETTLE_S, SuccessorWatch
 from fencecheck.tail import LogTailer
 from fencecheck.workers import Worker
 from fencecheck.workloads.eventlog import Event, EventType
@@ -58,10 +65,12 @@ class EventLog:
 
 @dataclass(frozen=True, slots=True)
 class ScheduledFault:
-    """A fault as the schedule drives it: `waits_for_grant` comes from its descriptor."""
+    """A fault as the schedule drives it: `waits_for_grant` and `ends_on_successor` come from
+    its descriptor."""
 
     fault: Fault
     waits_for_grant: bool = True
+    ends_on_successor: bool = False
 
 
 SCHEDULE_FORMAT = 1
@@ -75,7 +84,8 @@ class ScheduleError(ConfigError):
 @dataclass(frozen=True, slots=True)
 class Step:
     """One fault of a schedule: `gap_s` after the previous fault stopped (or the run started),
-    `fault` starts, on targets by `role` (`value`: what they were when recorded), for `hold_s`."""
+    `fault` starts, on targets by `role` (`value`: what they were when recorded), for `hold_s`
+    (`drawn_hold_s`: the hold drawn for it, where it ended early when its successor was seen)."""
 
     gap_s: float
     fault: str
@@ -83,10 +93,18 @@ class Step:
     role: str
     value: Any = None
     waited: bool = False  # started only once a fresh grant came (or 3 s passed)
+    drawn_hold_s: float | None = None
+
+
+def _step_json(step: Step) -> dict[str, Any]:
+    d = asdict(step)
+    if d["drawn_hold_s"] is None:
+        del d["drawn_hold_s"]  # the hold played was the one drawn
+    return d
 
 
 def write_steps(path: Path, steps: Sequence[Step]) -> None:
-    data = {"format": SCHEDULE_FORMAT, "steps": [asdict(s) for s in steps]}
+    data = {"format": SCHEDULE_FORMAT, "steps": [_step_json(s) for s in steps]}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     tmp.replace(path)  # a run killed mid-write leaves the previous complete schedule
@@ -100,7 +118,8 @@ def load_steps(path: Path, faults: Sequence[str] | None = None) -> tuple[Step, .
         if data.get("format") != SCHEDULE_FORMAT:
             raise ValueError(f"not a schedule of format {SCHEDULE_FORMAT}")
         steps = tuple(Step(float(s["gap_s"]), str(s["fault"]), float(s["hold_s"]),
-                           str(s["role"]), s.get("value"), bool(s.get("waited", False)))
+                           str(s["role"]), s.get("value"), bool(s.get("waited", False)),
+                           None if s.get("drawn_hold_s") is None else float(s["drawn_hold_s"]))
                       for s in data["steps"])
     except OSError as e:
         raise ScheduleError(f"{path}: cannot read: {e.strerror or e}") from None
@@ -110,7 +129,8 @@ def load_steps(path: Path, faults: Sequence[str] | None = None) -> tuple[Step, .
         if faults is not None and st.fault not in faults:
             raise ScheduleError(f"{path}: step {i}: fault {st.fault!r} is not one of this "
                                 f"run's ({', '.join(faults) or 'none'})")
-        if st.role not in ROLES or st.gap_s < 0 or st.hold_s < 0:
+        if (st.role not in ROLES or st.gap_s < 0 or st.hold_s < 0
+                or (st.drawn_hold_s is not None and st.drawn_hold_s < 0)):
             raise ScheduleError(f"{path}: step {i}: bad role or negative time")
     return steps
 
@@ -150,6 +170,14 @@ class _Schedule:
     def waits(self, fault: str) -> bool:
         return self.cfg.pause_target == "holder" and self.table[fault].waits_for_grant
 
+    def ends_early(self, fault: str) -> bool:
+        """Whether a start of `fault` on the fresh holder may end once its successor is seen: a
+        hold the user fixed (--fault-duration) is played out."""
+        return self.cfg.fault_duration_s is None and self.table[fault].ends_on_successor
+
+    def drawn(self) -> float | None:
+        return None
+
     def value(self, drawn: Any) -> Any:
         return drawn
 
@@ -177,6 +205,12 @@ class _Replayed:
 
     def waits(self, fault: str) -> bool:
         return self.steps[self.i].waited
+
+    def ends_early(self, fault: str) -> bool:
+        return False  # the recorded hold, as it was played
+
+    def drawn(self) -> float | None:
+        return self.steps[self.i].drawn_hold_s
 
     def value(self, drawn: Any) -> Any:
         """The holder's targets as drawn now; any others as recorded (by name, or the role the
@@ -211,12 +245,14 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
     gap_s = 0.0
 
     def note(fault: str, hold: float, role: str, value: Any, waited: bool) -> None:
-        recorded.append(Step(round(gap_s, 3), fault, round(hold, 3), role, value, waited))
+        recorded.append(Step(round(gap_s, 3), fault, round(hold, 3), role, value, waited,
+                             schedule.drawn()))
         if record is not None:
             write_steps(record, recorded)
 
-    def begin(fault: str, hold: float, role: str, value: Any, waited: bool) -> None:
-        """Record the step, start the fault, then record the role it resolved, if any."""
+    def begin(fault: str, hold: float, role: str, value: Any, waited: bool) -> str:
+        """Record the step, start the fault, then record the role it resolved, if any; returns
+        the role recorded."""
         note(fault, hold, role, value, waited)
         f = faults[fault].fault
         started = _start_fault(fault, value, faults, nemesis_log)
@@ -224,6 +260,15 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
         if by_role is not None:
             recorded.pop()
             note(fault, hold, by_role[0], by_role[1], waited)
+        return recorded[-1].role
+
+    def end_early(used: float, successor: str) -> dict[str, Any]:
+        """Rewrite the active step's hold to the one it had; the stop's reason."""
+        drawn = recorded[-1].hold_s
+        recorded[-1] = replace(recorded[-1], hold_s=round(used, 3), drawn_hold_s=drawn)
+        if record is not None:
+            write_steps(record, recorded)
+        return {"ended": ENDED_BY_SUCCESSOR, "successor": successor, "drawn_hold_s": drawn}
 
     if record is not None:
         write_steps(record, recorded)
@@ -233,6 +278,9 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
     gap_s = schedule.first_gap() if schedule.faults else float("inf")
     next_fault = start + gap_s
     active: tuple[str, float] | None = None  # (fault, stop at)
+    began = 0.0  # when the active fault started: its hold counts from there
+    watch: SuccessorWatch | None = None  # the active fault ends once this sees a successor
+    reason: dict[str, Any] | None = None  # why the active fault ended before its drawn hold
     # Holder-aware timing: a fault waits (up to 3 s) for a fresh grant, so that it lands inside
     # a critical section; a pause then freezes exactly that holder. While no operation has
     # completed yet the workers are still starting (seconds on a loaded machine), so the wait
@@ -266,12 +314,21 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
                                 fresh[-1].worker if fresh else None, waited=True)
             value = schedule.value(faults[fault].fault.targets(rng, view))
             hold = schedule.hold(fault)
-            active = (fault, now + hold)
+            active, began = (fault, now + hold), now
             holder = view.fresh_holder is not None and view.fresh_holder in _names(value)
-            begin(fault, hold, HOLDER if holder else AS_NAMED, value, True)
+            role = begin(fault, hold, HOLDER if holder else AS_NAMED, value, True)
+            if role == HOLDER and fresh and schedule.ends_early(fault):
+                watch = SuccessorWatch(fresh[-1], time.monotonic())
+        if active is not None and watch is not None and now < active[1]:
+            successor = watch.successor(tailer.latest.values())
+            if successor is not None:
+                watch = None
+                if now + SETTLE_S < active[1]:  # else the drawn hold ends it as soon
+                    reason = end_early(now + SETTLE_S - began, successor.worker)
+                    active = (active[0], now + SETTLE_S)
         if active is not None and now >= active[1]:
-            _stop_fault(active[0], faults, nemesis_log)
-            active = None
+            _stop_fault(active[0], faults, nemesis_log, reason)
+            active, watch, reason = None, None, None
             gap_s = schedule.gap()
             next_fault = now + gap_s
         if now - last_progress >= 0.25:
@@ -295,9 +352,18 @@ def _start_fault(fault: str, value: Any, faults: dict[str, ScheduledFault],
     return _nemesis_op(f"start-{fault}", value, lambda: f.start(value), nlog)
 
 
-def _stop_fault(fault: str, faults: dict[str, ScheduledFault], nlog: EventLog) -> None:
+def _stop_fault(fault: str, faults: dict[str, ScheduledFault], nlog: EventLog,
+                reason: dict[str, Any] | None = None) -> None:
+    """Stop `fault`; `reason`, if given, joins the completion value (why it ended early)."""
     f = faults[fault].fault
-    _nemesis_op(f"stop-{fault}", None, f.stop, nlog)
+
+    def stop() -> Any:
+        done = f.stop()
+        if reason is None:
+            return done
+        return {**(done if isinstance(done, dict) else {"stopped": done}), **reason}
+
+    _nemesis_op(f"stop-{fault}", None, stop, nlog)
 
 
 def _nemesis_op(f: str, value: Any, call: Callable[[], Any], nlog: EventLog) -> Any:

@@ -1,5 +1,6 @@
 """Follows the workers' event logs while a run goes on: who holds which lock right now (for
-holder-aware pauses), op counts for the progress line, and the first sign of trouble."""
+holder-aware pauses), each worker's latest grant and its accepted writes (for a holder pause that
+ends once its successor is seen), op counts for the progress line."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class Holding:
     lock: str
     since_ns: int  # the grant's ok time (history clock)
     seen_at: float  # controller's time.monotonic() when the tailer saw it
+    writes: int = 0  # accepted writes of this worker under this grant, as seen so far
 
 
 @dataclass(slots=True)
@@ -36,6 +38,9 @@ class LogTailer:
     files: list[_File] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     holding: dict[str, Holding] = field(default_factory=dict)  # worker -> its current grant
+    # worker -> its latest grant, kept after its release: a successor whose whole section fell
+    # between two polls is still seen
+    latest: dict[str, Holding] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
 
     def follow(self, worker: str, path: Path) -> None:
@@ -76,7 +81,12 @@ class LogTailer:
         if f == "acquire" and typ == "ok":
             h = Holding(worker, str(value.get("lock")), ev.time, now)
             self.holding[worker] = h
+            self.latest[worker] = h
             return [h]
+        if f == "write" and typ == "ok":
+            g = self.latest.get(worker)
+            if g is not None and value.get("lock") == g.lock:
+                g.writes += 1
         if (typ == "invoke" and f in ("release", "acquire")) or typ == "info":
             self.holding.pop(worker, None)
         return []

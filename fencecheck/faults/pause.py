@@ -1,5 +1,6 @@
 """The `pause` fault: SIGSTOP a worker (the lock holder by default) or a server, SIGCONT on stop.
-Pauses outlast the lease by default: that is what exposes an unfenced lock."""
+Pauses outlast the lease by default: that is what exposes an unfenced lock; a pause of the holder
+ends once its successor has written (fencecheck/successor.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ DESCRIPTOR = FaultDescriptor(
     name="pause",
     factory="fencecheck.faults.pause:PauseFault",
     summary="SIGSTOP/SIGCONT of the lock holder (or --pause-target random|server)",
+    # a paused holder resumed inside its successor's critical section: as soon as it has one
+    ends_on_successor=True,
 )
 
 
