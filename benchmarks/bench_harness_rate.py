@@ -100,52 +100,52 @@ def start_store(workdir: Path, fencing: bool) -> Iterator[str]:
         yield address
 
 
-BARE_LOOP = """
+# The bare loops: one program, its setup and one lock cycle's work filled in (nothing recorded).
+_BARE = """
 import random, sys, time, uuid
 import redis
 host, port = sys.argv[1].rsplit(":", 1)
 locks, seconds, seed = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 r = redis.Redis(host=host, port=int(port))
-release = r.register_script(
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0")
+{setup}
 rng = random.Random(seed)
 cycles = 0
 end = time.monotonic() + seconds
 while time.monotonic() < end:
     lock = "bare:%d" % rng.randrange(locks)
     me = uuid.uuid4().hex
+{cycle}
+    release(keys=[lock], args=[me])
+    cycles += 1
+print(cycles)
+"""
+
+# SET NX PX, INCR, owner-checked DEL: 3 round trips on the one redis-server.
+BARE_LOOP = _BARE.format(
+    setup="""
+release = r.register_script(
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0")
+""",
+    cycle="""
     while not r.set(lock, me, nx=True, px=5000):
         time.sleep(0.005)
     r.incr(lock + ":counter")
-    release(keys=[lock], args=[me])
-    cycles += 1
-print(cycles)
-"""
+""")
 
-
-BARE_STORE_LOOP = """
-import random, sys, time, uuid
-import redis
+# The harness cycle's own work: redis-setnx's token script, a read and a write on the same
+# fenced store through the same StoreResource, the owner-checked release.
+BARE_STORE_LOOP = _BARE.format(
+    setup="""
 from fencecheck.workloads.redis_clients import ACQUIRE_LUA, RELEASE_LUA
 from fencecheck.workloads.store import StoreResource
-host, port = sys.argv[1].rsplit(":", 1)
-locks, seconds, seed = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-r = redis.Redis(host=host, port=int(port))
 acquire, release = r.register_script(ACQUIRE_LUA), r.register_script(RELEASE_LUA)
 store = StoreResource({"address": sys.argv[5], "op_timeout_s": 2.0})
-rng = random.Random(seed)
-cycles = 0
-end = time.monotonic() + seconds
-while time.monotonic() < end:
-    lock = "bare:%d" % rng.randrange(locks)
-    me = uuid.uuid4().hex
+""",
+    cycle="""
     while (token := acquire(keys=[lock, lock + ":token"], args=[me, 5000])) is None:
         time.sleep(0.005)
     store.write(lock, (store.read(lock, token, lock) or 0) + 1, token, lock)
-    release(keys=[lock], args=[me])
-    cycles += 1
-print(cycles)
-"""
+""")
 
 
 def run_bare(redis_address: str, *, workers: int, seconds: float, locks: int,
