@@ -12,7 +12,6 @@ and a run mostly waits (its time limit, pauses, think time), so two take little 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import pytest
 
 from fencecheck.checker.history import load_ops
 from fencecheck.workloads.clients.build import NotBuilt, command
-from tests.conftest import run_fencecheck
+from tests.conftest import at_once, run_fencecheck
 from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
@@ -39,9 +38,7 @@ def built(request: pytest.FixtureRequest) -> None:
 def together(store: Path, *runs: tuple[str, tuple[str, ...]]) -> list[tuple[int, dict[str, Any]]]:
     """`run(store, name, *args)` of every (name, args) at once; their (exit code, results), in
     order. All have ended when it returns, so the test leaves nothing running."""
-    with ThreadPoolExecutor(len(runs)) as pool:
-        futures = [pool.submit(run, store, name, *args) for name, args in runs]
-        return [f.result() for f in futures]
+    return at_once(*((lambda n=name, a=args: run(store, n, *a)) for name, args in runs))
 
 
 def found_or_retry(store: Path, name: str, wanted: set[str], first: tuple[int, dict[str, Any]],
