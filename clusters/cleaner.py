@@ -58,6 +58,33 @@ class TeardownError(ClusterError):
         self.errors = errors
 
 
+def claim_run_id(index: Path = RUN_INDEX, make: Callable[[], str] | None = None) -> str:
+    """A run id no other run on this machine holds: its index entry is created with O_EXCL (the
+    machine-wide lock), before anything of the run exists. Two runs started at once, by a
+    matrix with --jobs or a parallel test suite, can never share an id and so never a name."""
+    import secrets
+
+    make = make or (lambda: secrets.token_hex(3))
+    index.mkdir(parents=True, exist_ok=True)
+    for _ in range(100):
+        run_id = check_run_id(make())
+        try:
+            os.close(os.open(index / run_id, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            continue
+        return run_id
+    raise ClusterError(f"no free run id in {index} after 100 tries")
+
+
+def release_run_id(run_id: str, index: Path = RUN_INDEX) -> None:
+    """Give back a claimed id that no ledger was recorded under (the run stopped before its
+    runtime made anything); an entry naming a ledger stays for the cleaner."""
+    entry = index / run_id
+    with contextlib.suppress(FileNotFoundError):
+        if not entry.read_text().strip():
+            entry.unlink()
+
+
 def check_run_id(run_id: str) -> str:
     if not RUN_ID_RE.match(run_id):
         raise ClusterError(f"bad run id {run_id!r}: want 1-8 characters of [0-9a-z]")

@@ -46,6 +46,8 @@ class ClientDescriptor:
     token: str | None = "a fencing token"
     workloads: frozenset[str] = frozenset({"lock", "leader", "cron"})
     settings_check: str | None = None
+    # What its workers add to the backend's weight (a JVM per worker: 1; see BackendDescriptor).
+    weight: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +60,8 @@ class BackendDescriptor:
     rely on (PAUSE, KILL, CLOCK, FAILOVER). `clock_refusal`: why CLOCK is missing, shown when a
     clock fault is refused. `version_argv`: prints the server's version on its first line.
     `preflight`: a "module:function" called before a run creates anything; a ClusterError it
-    raises (a server binary that is not built, with the command that builds it) is exit 3."""
+    raises (a server binary that is not built, with the command that builds it) is exit 3.
+    `weight`: a run's share of the machine (1 = a redis-server run), for parallel matrices."""
 
     name: str
     summary: str
@@ -75,6 +78,10 @@ class BackendDescriptor:
     python_libs: tuple[str, ...] = ()
     clock_refusal: str | None = None
     preflight: str | None = None
+    # How much of the machine a run takes, in units of one redis-server run: what
+    # `fencecheck matrix --jobs` adds up so the heavy runs (three JVM or kube-apiserver members)
+    # do not start together.
+    weight: int = 1
 
     @property
     def default_client(self) -> str:

@@ -27,6 +27,7 @@ BACKEND = BackendDescriptor(
     ),
     token="create revision",
     nodes=3,
+    weight=2,  # three etcd members
     capabilities=frozenset({PAUSE, KILL}),
     service_args=frozenset({"env_for", "ledger"}),
     needs=(Need("etcd", binary="etcd", package="etcd-server"),

@@ -23,6 +23,7 @@ BACKEND = BackendDescriptor(
     ),
     token="the Lease's resourceVersion",
     nodes=3,
+    weight=3,  # three kube-apiservers and three etcd members
     capabilities=frozenset({PAUSE, KILL}),
     service_args=frozenset({"ledger"}),
     # The API servers run the binary from this machine's build cache, which only the netns

@@ -17,7 +17,8 @@ BACKEND = BackendDescriptor(
                          "fencecheck.workloads.pg_advisory_client:PgAdvisoryCounterClient",
                          token="a per-lock counter bumped in the statement that takes the lock"),
         ClientDescriptor("shedlock-jdbc", "fencecheck.workloads.third_party:ShedLockJdbcClient",
-                         token=None, workloads=frozenset({"cron"})),  # built: build-clients.sh
+                         # built: build-clients.sh
+                         token=None, workloads=frozenset({"cron"}), weight=1),
     ),
     token="pg-advisory-counter: yes",
     nodes=1,

@@ -32,14 +32,14 @@ BACKEND = BackendDescriptor(
                          "fencecheck.workloads.pylib_clients:PythonRedisLockClient", token=None),
         # Redisson's RLock and RFencedLock (watchdog renewal), built by scripts/build-clients.sh
         ClientDescriptor("redisson", "fencecheck.workloads.third_party:RedissonClient",
-                         token=None, workloads=frozenset({"lock"})),
+                         token=None, workloads=frozenset({"lock"}), weight=1),
         ClientDescriptor("redisson-fenced",
                          "fencecheck.workloads.third_party:RedissonFencedClient",
                          token="RFencedLock's fencing token (INCR per grant)",
-                         workloads=frozenset({"lock"})),
+                         workloads=frozenset({"lock"}), weight=1),
         # ShedLock's Redis provider (scheduled jobs run once), built by scripts/build-clients.sh
         ClientDescriptor("shedlock", "fencecheck.workloads.third_party:ShedLockClient",
-                         token=None, workloads=frozenset({"cron"})),
+                         token=None, workloads=frozenset({"cron"}), weight=1),
     ),
     token="setnx: yes",
     nodes=1,

@@ -24,11 +24,11 @@ BACKEND = BackendDescriptor(
         # Redisson's RLock and RFencedLock through the sentinels, built by build-clients.sh
         ClientDescriptor("redisson",
                          "fencecheck.workloads.third_party:RedissonClient",
-                         token=None, workloads=frozenset({"lock"})),
+                         token=None, workloads=frozenset({"lock"}), weight=1),
         ClientDescriptor("redisson-fenced",
                          "fencecheck.workloads.third_party:RedissonFencedClient",
                          token="RFencedLock's fencing token (INCR on the primary)",
-                         workloads=frozenset({"lock"})),
+                         workloads=frozenset({"lock"}), weight=1),
     ),
     token="yes",
     nodes=3,

@@ -23,10 +23,11 @@ BACKEND = BackendDescriptor(
                          token="the election node's czxid"),
         # Apache Curator's InterProcessMutex, a program built by scripts/build-clients.sh
         ClientDescriptor("curator", "fencecheck.workloads.third_party:CuratorClient",
-                         token="the lock node's czxid", workloads=frozenset({"lock"})),
+                         token="the lock node's czxid", workloads=frozenset({"lock"}), weight=1),
     ),
     token="czxid",
     nodes=3,
+    weight=2,  # three ZooKeeper JVMs
     capabilities=frozenset({PAUSE, KILL, CLOCK}),
     service_args=frozenset({"env_for", "ledger"}),
     needs=(Need("java (ZooKeeper)", binary="java", package="default-jre-headless"),

@@ -65,6 +65,14 @@ def make_runtime(cfg: RunConfig, run_id: str, run_dir: Any) -> Any:
     return cls(run_id, run_dir, cfg.subnet)
 
 
+def weight(cfg: RunConfig) -> int:
+    """A run's share of the machine, as its descriptors declare it (the backend's, plus what
+    its client's workers add): what `fencecheck matrix --jobs` adds up."""
+    b = descriptor(cfg)
+    c = next((x for x in b.clients if x.name == cfg.client_name), None)
+    return max(1, b.weight + (c.weight if c is not None else 0))
+
+
 def server_nodes(cfg: RunConfig) -> list[str]:
     return [f"n{i + 1}" for i in range(cfg.node_count)]
 

@@ -27,6 +27,7 @@ from fencecheck.matrix import (
     MatrixOutcome,
     Row,
     RunRecord,
+    auto_jobs,
     load_matrix,
     run_matrix,
 )
@@ -96,6 +97,10 @@ def matrix(
     shard: Annotated[str | None, typer.Option(
         help="run only shard I/N (I in 0..N-1) of the rows x seeds, balanced by expected "
              "time; merge the N shards with `fencecheck merge`")] = None,
+    jobs: Annotated[str, typer.Option(
+        help="runs at once, in weight units (a redis run is 1, etcd and ZooKeeper 2, "
+             "kubernetes 3, a JVM client +1); `auto`: two per core. Results are the same as "
+             "one after another")] = "1",
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log to stderr")] = False,
 ) -> None:
     """Run a matrix of tests, each row expected to find violations or to pass."""
@@ -104,6 +109,7 @@ def matrix(
     try:
         spec = load_matrix(file, store, only or ())
         part = parse_shard(shard) if shard is not None else None
+        n_jobs = parse_jobs(jobs)
     except MatrixError as e:
         _fail(str(e))
     if part is not None:
@@ -116,16 +122,30 @@ def matrix(
     out_dir = out_dir or store / "_matrix" / time.strftime("%Y%m%dT%H%M%S")
     runs = sum(len(r.seeds) for r in spec.rows)
     which = f" (shard {part})" if part is not None else ""
-    out.print(f"{file}{which}: {len(spec.rows)} rows, {runs} runs; output in {out_dir}",
+    at_once = f", {n_jobs} weight units at once" if n_jobs > 1 else ""
+    out.print(f"{file}{which}: {len(spec.rows)} rows, {runs} runs{at_once}; output in {out_dir}",
               soft_wrap=True)
     try:
-        outcome = run_matrix(spec, out_dir, junit, _notify)
+        outcome = run_matrix(spec, out_dir, junit, _notify, jobs=n_jobs)
         if part is not None:
             write_manifest(outcome, spec, part)
     except OSError as e:
         _fail(f"{e.filename or out_dir}: {e.strerror or e}")
     _summary(outcome)
     raise typer.Exit(outcome.exit_code)
+
+
+def parse_jobs(text: str) -> int:
+    """--jobs: a whole number from 1, or `auto`."""
+    if text.strip().lower() == "auto":
+        return auto_jobs()
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise MatrixError(f"--jobs: {text!r}: want a whole number from 1, or auto")
+    return n
 
 
 def merge(

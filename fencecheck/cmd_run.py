@@ -75,7 +75,7 @@ def run(
     renew: Annotated[bool, typer.Option(help="renew leases while holding")] = False,
     interval: Annotated[str | None, typer.Option(help="seconds between faults, LOW,HIGH")] = None,
     fault_duration: Annotated[str | None, typer.Option(help="seconds a fault lasts, LOW,HIGH")] = None,
-    subnet: Annotated[str, typer.Option(help="address range of the nodes")] = "10.77.0.0/24",
+    subnet: Annotated[str | None, typer.Option(help="address range of the nodes (default: netns 10.77.0.0/24, private to the run; docker a free /24 of 10.96.0.0/12)")] = None,
     runtime: Annotated[str, typer.Option(help="where nodes come from: netns, docker or ssh")] = "netns",
     hosts: Annotated[str | None, typer.Option(help="ssh runtime: h1,h2,... (servers first)")] = None,
     ssh_user: Annotated[str, typer.Option(help="ssh runtime: login user")] = "root",

@@ -58,7 +58,9 @@ class RunConfig(BaseModel):
     known_hosts: Path | None = None
     nodes: int | None = Field(None, ge=1, le=9)
     persistence: Literal["off", "everysec", "always"] = "off"
-    subnet: str = "10.77.0.0/24"
+    # None: the runtime's own choice (netns: 10.77.0.0/24, private to the run's switch
+    # namespace; docker: a free /24 taken under a machine-wide lock, so runs never share one).
+    subnet: str | None = None
     locks: int = Field(1, ge=1, le=100)
     think_ms: float = Field(20.0, ge=0)
     writes_per_section: int = Field(3, ge=1)
@@ -92,6 +94,21 @@ class RunConfig(BaseModel):
             raise ValueError("client_cmd: give either a client or a client command, not both")
         return {**data, "client": "stdio",
                 "client_options": {**(data.get("client_options") or {}), "cmd": cmd}}
+
+    @field_validator("subnet")
+    @classmethod
+    def _subnet(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        import ipaddress
+
+        try:
+            net = ipaddress.ip_network(v)
+        except ValueError as e:
+            raise ValueError(f"not an address range ({e})") from None
+        if net.version != 4 or net.num_addresses < 8:
+            raise ValueError("want an IPv4 range of at least 8 addresses, e.g. 10.77.0.0/24")
+        return v
 
     @field_validator("backend")
     @classmethod

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import random
-import secrets
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 from fencecheck import backends
 from fencecheck.checker.base import Results
 from fencecheck.clusters.base import Cluster, LockService
+from fencecheck.clusters.cleaner import claim_run_id, release_run_id
 from fencecheck.config import RunConfig
 from fencecheck.faults.base import (
     ClientRoutes,
@@ -65,7 +65,7 @@ def run(cfg: RunConfig, progress: ProgressFn | None = None,
     """Plan (refusing what cannot run before anything exists), then execute with parts."""
     plan = make_plan(cfg)
     run_dir = new_run_dir(cfg.store, cfg.test_name)
-    run_id = secrets.token_hex(3)
+    run_id = claim_run_id()
     handler = logging.FileHandler(run_dir / "fencecheck.log")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -75,6 +75,7 @@ def run(cfg: RunConfig, progress: ProgressFn | None = None,
     try:
         return _run(plan, parts, run_dir, run_id, progress or (lambda p: None))
     finally:
+        release_run_id(run_id)
         root.removeHandler(handler)
         handler.close()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -246,20 +247,34 @@ Notify = Callable[[Row, int, RunRecord | None], None]  # record None: the run st
 
 
 class _Signals:
-    """SIGINT/SIGTERM stop the matrix after the current run; they are passed on to the run's
-    child process (which heals and tears down on its own)."""
+    """SIGINT/SIGTERM stop the matrix after the runs going on; they are passed on to each run's
+    child process (which heals and tears down on its own), and no run starts after them."""
 
     def __init__(self) -> None:
-        self.child: subprocess.Popen[bytes] | None = None
+        self.children: set[subprocess.Popen[bytes]] = set()
         self.received: int | None = None
         self._old: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    def add(self, child: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self.children.add(child)
+            late = self.received
+        if late is not None:  # the signal came while this child was being started
+            child.send_signal(late)
+
+    def remove(self, child: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self.children.discard(child)
 
     def _handler(self, signum: int, _frame: FrameType | None) -> None:
-        log.warning("%s: stopping after the current run", signal.Signals(signum).name)
+        log.warning("%s: stopping after the runs going on", signal.Signals(signum).name)
         self.received = self.received or signum
-        child = self.child
-        if child is not None and child.poll() is None:
-            child.send_signal(signum)
+        with self._lock:
+            children = list(self.children)
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
 
     def __enter__(self) -> _Signals:
         # Handlers can only be set from the main thread; elsewhere the caller owns signals.
@@ -299,6 +314,22 @@ def _stop_child(proc: subprocess.Popen[bytes], run_dir: Path | None) -> None:
         subprocess.run(argv, capture_output=True, timeout=300, check=False)
 
 
+def _new_run_dir(cfg: RunConfig, before: set[Path]) -> Path | None:
+    """The run directory this config's child made (when it could not say so itself): new since
+    `before`, and of this seed, since with --jobs the other seeds of its row may be running in
+    the same test folder."""
+    new = sorted(_run_dirs(cfg.store, cfg.test_name) - before)
+    mine = []
+    for d in new:
+        try:
+            seed = json.loads((d / "test.json").read_text()).get("seed")
+        except (OSError, ValueError):
+            seed = None  # not written yet: the child died early; judged by the seed alone
+        if seed in (cfg.seed, None):
+            mine.append(d)
+    return mine[-1] if mine else None
+
+
 def _verdict(code: int, timed_out: bool, reported: bool) -> str:
     """reported: the child wrote its result file (the controller finished, or refused)."""
     if timed_out:
@@ -324,16 +355,15 @@ def _run_one(cfg: RunConfig, stem: str, timeout_s: float, logs: Path,
     timed_out = False
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-        sig.child = proc
+        sig.add(proc)
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
             log.warning("%s: past its %.0f s timeout: stopping it", stem, timeout_s)
-            new = sorted(_run_dirs(cfg.store, cfg.test_name) - before)
-            _stop_child(proc, new[-1] if new else None)
+            _stop_child(proc, _new_run_dir(cfg, before))
         finally:
-            sig.child = None
+            sig.remove(proc)
     duration = time.monotonic() - start
     code: int = proc.returncode if proc.returncode is not None else -signal.SIGKILL
     result: dict[str, Any] = {}
@@ -342,8 +372,7 @@ def _run_one(cfg: RunConfig, stem: str, timeout_s: float, logs: Path,
         code = int(result["exit_code"])
     run_dir = Path(result["run_dir"]) if result.get("run_dir") else None
     if run_dir is None:
-        new = sorted(_run_dirs(cfg.store, cfg.test_name) - before)
-        run_dir = new[-1] if new else None
+        run_dir = _new_run_dir(cfg, before)
     if timed_out:
         code = -signal.SIGTERM
     error = result.get("error")
@@ -356,23 +385,37 @@ def _run_one(cfg: RunConfig, stem: str, timeout_s: float, logs: Path,
 
 
 def run_matrix(matrix: Matrix, out_dir: Path, junit: Path | None = None,
-               notify: Notify | None = None) -> MatrixOutcome:
-    """Run every row in order, then write the comparison report and JUnit XML (if asked)."""
+               notify: Notify | None = None, jobs: int = 1) -> MatrixOutcome:
+    """Run every row (with jobs > 1, up to `jobs` weight units of runs at once, started in row
+    order: see `parallel`), then write the comparison report and JUnit XML (if asked). The
+    results are in row and seed order whatever order the runs end in, so every file written is
+    the same as with jobs=1."""
     notify = notify or (lambda row, seed, rec: None)
     out_dir.mkdir(parents=True, exist_ok=True)
-    results: list[RowResult] = []
+    tasks = [(row, seed, cfg) for row in matrix.rows
+             for seed, cfg in zip(row.seeds, row.configs, strict=True)]
+    done: dict[tuple[int, int], RunRecord] = {}
+    told = threading.Lock()
+
+    def say(row: Row, seed: int, rec: RunRecord | None) -> None:
+        with told:
+            notify(row, seed, rec)
+
     with _Signals() as sig:
-        for row in matrix.rows:
-            runs: list[RunRecord] = []
-            for seed, cfg in zip(row.seeds, row.configs, strict=True):
-                if sig.received is not None:
-                    break
-                notify(row, seed, None)
-                stem = f"{row.index:02d}-{cfg.test_name}-seed{seed}"  # unnamed rows may clash
-                rec = _run_one(cfg, stem, row.timeout_s, out_dir / "logs", sig)
-                runs.append(rec)
-                notify(row, seed, rec)
-            results.append(RowResult(row, tuple(runs)))
+        def one(task: tuple[Row, int, RunConfig]) -> None:
+            row, seed, cfg = task
+            if sig.received is not None:
+                return
+            say(row, seed, None)
+            stem = f"{row.index:02d}-{cfg.test_name}-seed{seed}"  # unnamed rows may clash
+            rec = _run_one(cfg, stem, row.timeout_s, out_dir / "logs", sig)
+            done[(row.index, seed)] = rec
+            say(row, seed, rec)
+
+        parallel(tasks, one, jobs, lambda t: backends.weight(t[2]),
+                 stop=lambda: sig.received is not None)
+    results = [RowResult(row, tuple(done[(row.index, s)] for s in row.seeds
+                                    if (row.index, s) in done)) for row in matrix.rows]
     compare_html, report_error = write_compare(results, out_dir)
     junit_error = None
     if junit is not None:
@@ -386,6 +429,61 @@ def run_matrix(matrix: Matrix, out_dir: Path, junit: Path | None = None,
                             junit_error)
     write_matrix_json(outcome, out_dir / "matrix.json")
     return outcome
+
+
+T = TypeVar("T")
+
+
+def parallel(tasks: Sequence[T], run: Callable[[T], None], jobs: int,
+             weight: Callable[[T], int], stop: Callable[[], bool] = lambda: False) -> None:
+    """Run each task, up to `jobs` weight units at once (a task heavier than `jobs` counts as
+    `jobs`: it runs alone), starting them in order: the next task waits until it fits, so a
+    heavy row is never overtaken for ever by light ones. jobs=1 is one after another in this
+    thread. Returns when every started task has ended; `stop()` true starts no more."""
+    if jobs <= 1:
+        for t in tasks:
+            if stop():
+                return
+            run(t)
+        return
+    free = jobs
+    cond = threading.Condition()
+    errors: list[BaseException] = []
+
+    def body(t: T, w: int) -> None:
+        nonlocal free
+        try:
+            run(t)
+        except BaseException as e:  # raised in the caller's thread once all have ended
+            errors.append(e)
+        finally:
+            with cond:
+                free += w
+                cond.notify_all()
+
+    threads: list[threading.Thread] = []
+    for t in tasks:
+        w = min(max(1, weight(t)), jobs)
+        with cond:
+            while free < w and not stop() and not errors:
+                cond.wait(timeout=0.5)
+            if stop() or errors:
+                break
+            free -= w
+        th = threading.Thread(target=body, args=(t, w), daemon=True)
+        th.start()
+        threads.append(th)
+    for th in threads:
+        th.join()
+    if errors:
+        raise errors[0]
+
+
+def auto_jobs(cores: int | None = None) -> int:
+    """`--jobs auto`: weight units for this machine. Runs wait more than they compute (a run's
+    time is its time limit, its CPU a fraction of one core), so two units per core; measured
+    in benchmarks/bench_matrix.py."""
+    return max(1, 2 * (cores or os.cpu_count() or 1))
 
 
 # ---- output -----------------------------------------------------------------------------------

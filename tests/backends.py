@@ -3,8 +3,10 @@
 Import the fixtures you need into a test module (`from tests.backends import etcd_cluster`);
 `etcd`/`zookeeper` start other ensembles on addresses of one's own, `running` any service.
 Each module gets its own servers (module scope), torn down by a finally that also runs when
-setup fails halfway. Addresses are distinct per backend (127.0.44.x etcd, 127.0.45.x ZooKeeper,
-127.0.46.x PostgreSQL) so they never collide with other tests' servers on 127.0.0.1.
+setup fails halfway. Addresses are distinct per backend (127.W.44.x etcd, 127.W.45.x ZooKeeper,
+127.W.46.x PostgreSQL) and per xdist worker (W = `tests.conftest.WORKER`: 0 alone, 1 + N for
+worker gwN), so they never collide with other tests' servers on 127.0.0.1 nor with the same
+module's servers in another worker running beside it. `net(44)` is "127.W.44".
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ from fencecheck.clusters.services.etcd import ETCD, EtcdService
 from fencecheck.clusters.services.postgres import BIN as PG_BIN
 from fencecheck.clusters.services.postgres import PostgresService
 from fencecheck.clusters.services.zookeeper import JAVA, ZookeeperService
+from tests.conftest import WORKER
+
+
+def net(octet: int) -> str:
+    """This xdist worker's /24 for one backend's loopback servers: "127.<worker>.<octet>"."""
+    return f"127.{WORKER}.{octet}"
 
 
 def loopback_nodes(prefix: str, subnet: str, n: int) -> dict[str, LocalRemote]:
@@ -77,19 +85,19 @@ def zookeeper(n: int, prefix: str, subnet: str, store: Path) -> ContextManager[Z
 
 @pytest.fixture(scope="module")
 def etcd_cluster(store_dir: Path) -> Iterator[EtcdService]:
-    with etcd(3, "e", "127.0.44", store_dir / "etcd") as svc:
+    with etcd(3, "e", net(44), store_dir / "etcd") as svc:
         yield svc
 
 
 @pytest.fixture(scope="module")
 def zk_cluster(store_dir: Path) -> Iterator[ZookeeperService]:
-    with zookeeper(3, "z", "127.0.45", store_dir / "zk") as svc:
+    with zookeeper(3, "z", net(45), store_dir / "zk") as svc:
         yield svc
 
 
 @pytest.fixture(scope="module")
 def pg_server(store_dir: Path) -> Iterator[PostgresService]:
     need(f"{PG_BIN}/postgres")
-    node = {"pg": LocalRemote("pg", "127.0.46.2")}
+    node = {"pg": LocalRemote("pg", f"{net(46)}.2")}
     with running(PostgresService(), node, store_dir / "pg") as svc:
         yield svc

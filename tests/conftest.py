@@ -1,5 +1,10 @@
 """Shared test fixtures: what a test needs from the machine, and the check that a test left
-nothing behind (no namespace, no SIGSTOPped process)."""
+nothing behind (no namespace, no SIGSTOPped process) of its own.
+
+The suite runs side by side under pytest-xdist (scripts/test.sh): every check here looks at the
+test's own runs only (the runs whose ledgers are in its tmp_path or its worker's temporary
+folder), never at the whole machine, and `WORKER` gives each xdist worker loopback addresses of
+its own (tests/backends.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +23,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
+
+
+def _worker_index() -> int:
+    """0 outside xdist; 1 + N for xdist worker gwN (so 127.<index>.x.y never meets another's)."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(name[2:]) + 1 if name.startswith("gw") and name[2:].isdigit() else 0
+
+
+WORKER = _worker_index()
 
 
 def fencecheck_argv(*args: str) -> list[str]:
@@ -41,12 +55,81 @@ def run_cmd(argv: list[str], *, timeout: float, **popen: Any) -> subprocess.Comp
         try:
             proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
+            group = group_pids(proc.pid)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            subprocess.run(fencecheck_argv("teardown", "--all"), capture_output=True, timeout=120)
+            for run in runs_owned_by(group):  # only this child's runs, never another test's
+                subprocess.run(fencecheck_argv("teardown", "--run", run), capture_output=True,
+                               timeout=120)
         raise
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _stats() -> dict[int, list[str]]:
+    """Every live pid's /proc/PID/stat fields after the command name (state, ppid, pgrp, ...)."""
+    out: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                out[int(entry)] = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+    return out
+
+
+def group_pids(pgid: int) -> set[int]:
+    """The pids of process group pgid (a `fencecheck run` child and what it started in it)."""
+    return {pid for pid, fields in _stats().items() if int(fields[2]) == pgid}
+
+
+def _index_ledgers() -> dict[str, list[Path]]:
+    """Run id -> ledger paths, from the machine's run index (/run/fencecheck/runs)."""
+    from fencecheck.clusters.cleaner import RUN_INDEX
+
+    out: dict[str, list[Path]] = {}
+    if RUN_INDEX.is_dir():
+        for entry in RUN_INDEX.iterdir():
+            with contextlib.suppress(OSError):
+                out[entry.name] = [Path(p) for p in entry.read_text().splitlines() if p]
+    return out
+
+
+def runs_owned_by(pids: set[int]) -> list[str]:
+    """Runs in the run index whose controller (the ledger's owner record) was one of pids."""
+    from fencecheck.clusters.cleaner import read_records
+
+    return sorted(run for run, ledgers in _index_ledgers().items()
+                  if any(r.get("kind") == "owner" and r.get("pid") in pids
+                         for path in ledgers for r in read_records(path)))
+
+
+def runs_under(root: Path, *, files: bool = True) -> set[str]:
+    """The run ids whose ledgers lie under root: in the run index (a run still registered)
+    and, with `files`, as ledger files there (a run that unregistered or never registered)."""
+    from fencecheck.clusters.cleaner import read_records
+
+    root = root.resolve()
+    out = {run for run, ledgers in _index_ledgers().items()
+           if any(p.resolve().is_relative_to(root) for p in ledgers)}
+    if files:
+        for ledger in root.glob("**/ledger.jsonl"):
+            out.update(str(r["run"]) for r in read_records(ledger)[:1] if "run" in r)
+    return out
+
+
+def run_processes_alive(run_dir: Path) -> list[str]:
+    """Processes the run recorded in its ledger (servers, workers, the fenced store, proxies)
+    that are still alive: same pid and start time. The per-run form of "is anything left",
+    since redis-server's title names only its address, which every netns run shares."""
+    from fencecheck.clusters.cleaner import _start_time, read_records
+
+    return [f"{r['name']} on {r.get('node')} (pid {r['pid']})"
+            for r in read_records(run_dir / "ledger.jsonl")
+            if r.get("kind") == "process" and r.get("start") is not None
+            and _start_time(int(r["pid"])) == r["start"]]
 
 
 def run_fencecheck(*args: str, timeout: float, **popen: Any) -> subprocess.CompletedProcess[str]:
@@ -108,13 +191,71 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def _descendants() -> set[int]:
+    """Pids below this process (servers a test started on loopback are its children)."""
+    parent = {pid: int(fields[1]) for pid, fields in _stats().items()}
+    out, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier} - out
+        out |= frontier
+    return out
+
+
+def _netns_inodes(names: set[str]) -> set[tuple[int, int]]:
+    out = set()
+    for name in names:
+        with contextlib.suppress(OSError):
+            st = os.stat(f"/run/netns/{name}")
+            out.add((st.st_dev, st.st_ino))
+    return out
+
+
+def _stopped_of(lines: set[str], runs: set[str], roots: list[Path]) -> list[str]:
+    """Those of the stopped processes (ps lines) that belong to this test: below this process,
+    in one of its runs' namespaces, recorded or marked by one of its runs, or naming one of
+    its folders in their command line."""
+    from fencecheck.clusters.cleaner import ENV_MARKER
+
+    mine_ns = _netns_inodes({n for n in fc_namespaces() if n.split("-")[1] in runs})
+    below = _descendants()
+    recorded = {int(r["pid"]) for run, ledgers in _index_ledgers().items() if run in runs
+                for path in ledgers for r in _records(path) if r.get("kind") == "process"}
+    out = []
+    for line in lines:
+        pid = int(line.split()[0])
+        ns = None
+        with contextlib.suppress(OSError):
+            st = os.stat(f"/proc/{pid}/ns/net")
+            ns = (st.st_dev, st.st_ino)
+        env = b""
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+        if (pid in below or ns in mine_ns or pid in recorded
+                or any(f"{ENV_MARKER}={r}".encode() in env for r in runs)
+                or any(str(root) in line for root in roots)):
+            out.append(line)
+    return sorted(out)
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    from fencecheck.clusters.cleaner import read_records
+
+    return read_records(path)
+
+
 @pytest.fixture
-def no_leftovers() -> Iterator[None]:
-    """Fails the test if it leaves a fencecheck namespace or a SIGSTOPped process behind."""
+def no_leftovers(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fails the test if it leaves a namespace or a SIGSTOPped process of its own behind: of a
+    run whose ledger is in the test's tmp_path or in its xdist worker's temporary folder (the
+    worker runs one test at a time), or a stopped process of such a run or below this process.
+    What other workers' tests are doing at the same moment is not looked at."""
+    base = tmp_path_factory.getbasetemp()
     before_ns = set(fc_namespaces())
     before_stopped = set(stopped_processes())
     yield
-    left_ns = set(fc_namespaces()) - before_ns
-    left_stopped = set(stopped_processes()) - before_stopped
+    runs = runs_under(base, files=False) | runs_under(tmp_path)
+    left_ns = {n for n in set(fc_namespaces()) - before_ns if n.split("-")[1] in runs}
+    left_stopped = _stopped_of(set(stopped_processes()) - before_stopped, runs,
+                               [tmp_path.resolve(), base.resolve()])
     assert not left_ns, f"namespaces left behind: {sorted(left_ns)}"
-    assert not left_stopped, f"stopped processes left behind: {sorted(left_stopped)}"
+    assert not left_stopped, f"stopped processes left behind: {left_stopped}"

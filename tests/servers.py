@@ -21,6 +21,7 @@ from fencecheck.clusters.runtimes.local import LocalRemote
 from fencecheck.clusters.services.redis import RedisService
 from fencecheck.clusters.services.sentinel import SentinelService
 from tests.backends import running
+from tests.conftest import WORKER
 
 
 def free_port(addresses: list[str], exclude: int = 0) -> int:
@@ -41,10 +42,12 @@ def free_port(addresses: list[str], exclude: int = 0) -> int:
 
 def random_loopback_nodes(prefix: str, n: int) -> dict[str, LocalRemote]:
     """Nodes <prefix>1..<prefix>n at 127.0.<random>.1..n."""
-    # A random third octet keeps concurrent test sessions off each other's addresses.
+    # A random third octet keeps concurrent test sessions off each other's addresses, and the
+    # worker's second octet the xdist workers of one session.
     net = random.randint(100, 250)
     names = [f"{prefix}{i}" for i in range(1, n + 1)]
-    return {name: LocalRemote(name, f"127.0.{net}.{i}") for i, name in enumerate(names, 1)}
+    return {name: LocalRemote(name, f"127.{WORKER}.{net}.{i}")
+            for i, name in enumerate(names, 1)}
 
 
 @contextlib.contextmanager

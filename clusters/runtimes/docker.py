@@ -3,7 +3,9 @@ network namespaces on this host joined to that network's bridge.
 
 Layout of one run (run id R):
 
-    fc-R             the Docker network: `internal` (no route out), subnet as given, bridge
+    fc-R             the Docker network: `internal` (no route out), subnet as given or else a
+                     free /24 of 10.96.0.0/12 taken under a machine-wide lock (`take_subnet`:
+                     two runs at once never share one), bridge
                      `fcR-br` in the host netns (named by us, so it is findable), gateway `.1`
     fc-R-<node>      one container per server node (image `fencecheck-node:<hash>`, see
                      clusters/runtimes/image.py), `sleep infinity` under docker-init, NET_ADMIN
@@ -35,13 +37,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import fcntl
 import ipaddress
 import logging
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +77,41 @@ def bridge_name(run_id: str) -> str:
 
 def container_name(run_id: str, node: str) -> str:
     return namespace_name(run_id, node)
+
+
+SUBNET_POOL = ipaddress.IPv4Network("10.96.0.0/12")  # 4,096 /24s, none of them 10.77.0.0/24
+SUBNET_LOCK = Path("/run/fencecheck/docker-subnets.lock")
+
+
+def take_subnet(client: Any, run_id: str,
+                create: Callable[[ipaddress.IPv4Network], None]) -> ipaddress.IPv4Network:
+    """A /24 of SUBNET_POOL that no Docker network on this machine holds, with the network
+    made on it by `create`, under a machine-wide lock (flock), so two runs started at once never
+    pick the same one. The search starts at a /24 derived from the run id, so runs spread out."""
+    import docker.errors
+
+    taken: set[ipaddress.IPv4Network | ipaddress.IPv6Network] = set()
+    SUBNET_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(SUBNET_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for net in client.networks.list():
+            for pool in (net.attrs.get("IPAM") or {}).get("Config") or []:
+                with contextlib.suppress(KeyError, ValueError):
+                    taken.add(ipaddress.ip_network(pool["Subnet"], strict=False))
+        subnets = list(SUBNET_POOL.subnets(new_prefix=24))
+        start = int(run_id, 16) % len(subnets) if run_id.isalnum() else 0
+        for i in range(len(subnets)):
+            net = subnets[(start + i) % len(subnets)]
+            if any(net.overlaps(t) for t in taken):
+                continue
+            try:
+                create(net)
+            except docker.errors.APIError as e:  # held by something docker did not list
+                if "overlap" not in str(e).lower():
+                    raise
+                continue
+            return net
+    raise ClusterError(f"docker: every /24 of {SUBNET_POOL} is held by another network")
 
 
 def docker_client() -> Any:
@@ -158,11 +196,12 @@ class DockerRuntime:
 
     name = "docker"
 
-    def __init__(self, run_id: str, run_dir: Path, subnet: str = "10.77.0.0/24",
+    def __init__(self, run_id: str, run_dir: Path, subnet: str | None = None,
                  *, image: str | None = None) -> None:
         self.run_id = check_run_id(run_id)
         self.run_dir = run_dir
-        self.net = ipaddress.ip_network(subnet)
+        # None: a /24 of SUBNET_POOL no Docker network holds, taken when the network is made.
+        self.subnet = ipaddress.IPv4Network(subnet) if subnet is not None else None
         self.image = image
         self.ledger = Ledger(run_dir / "ledger.jsonl", run_id)
         self.network = network_name(run_id)
@@ -196,18 +235,27 @@ class DockerRuntime:
 
         self._client = client = docker_client()
         image = self.image or ensure_image(client)
-        hosts = self.net.hosts()
-        gateway = str(next(hosts))
-        addrs = {node: str(next(hosts)) for node in nodes}
         t0 = time.monotonic()
 
         labels = {LABEL: self.run_id}
         self.ledger.record("docker-network", self.network)
-        ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=str(self.net), gateway=gateway)])
-        client.networks.create(
-            self.network, driver="bridge", internal=True, ipam=ipam, labels=labels,
-            options={"com.docker.network.bridge.name": self.bridge},
-        )
+
+        def create(net: ipaddress.IPv4Network) -> None:
+            gateway = str(next(net.hosts()))
+            ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=str(net), gateway=gateway)])
+            client.networks.create(
+                self.network, driver="bridge", internal=True, ipam=ipam, labels=labels,
+                options={"com.docker.network.bridge.name": self.bridge},
+            )
+
+        if self.subnet is None:
+            self.subnet = take_subnet(client, self.run_id, create)
+        else:
+            create(self.subnet)
+        self.ledger.record("docker-subnet", str(self.subnet))
+        hosts = self.subnet.hosts()
+        next(hosts)  # the gateway's
+        addrs = {node: str(next(hosts)) for node in nodes}
         shared = self._mounts()
         # Containers start in parallel (dockerd takes ~0.4 s a start here), and the client
         # namespaces, which need only the bridge, are made meanwhile.
@@ -228,7 +276,7 @@ class DockerRuntime:
             self._remotes[n] = cluster.clients[n] = c
         log.info("docker run %s: %d containers and %d client namespaces in %.0f ms on %s",
                  self.run_id, len(servers), len(clients), 1000 * (time.monotonic() - t0),
-                 self.net)
+                 self.subnet)
         return cluster
 
     def _mounts(self) -> list[Path]:
@@ -286,7 +334,8 @@ class DockerRuntime:
                 f"link set {veth} up",
             ]
         _ip(["-batch", "-"], "\n".join(lines) + "\n")
-        plen = self.net.prefixlen
+        assert self.subnet is not None  # taken in _setup
+        plen = self.subnet.prefixlen
         for c, ns in zip(clients, namespaces, strict=True):
             _ip(["-n", ns, "-batch", "-"],
                 f"link set lo up\naddr add {addrs[c]}/{plen} dev eth0\nlink set eth0 up\n")
@@ -309,8 +358,9 @@ class DockerRuntime:
         for node in nodes:
             if not NODE_RE.match(node) or node in ("sw", "br"):
                 raise ClusterError(f"bad node name {node!r}: want [a-z0-9-], not 'sw' or 'br'")
-        if len(nodes) > self.net.num_addresses - 3:
-            raise ClusterError(f"{len(nodes)} nodes do not fit in {self.net}")
+        room = self.subnet.num_addresses if self.subnet is not None else 256
+        if len(nodes) > room - 3:
+            raise ClusterError(f"{len(nodes)} nodes do not fit in {self.subnet or 'a /24'}")
 
 
 def _ip(args: list[str], stdin: str, prefix: Sequence[str] = ()) -> None:
@@ -400,5 +450,6 @@ def undo_host_chain(rec: Mapping[str, Any]) -> str | None:
 
 register_undo("docker-container", _undo_containers)
 register_undo("docker-network", _undo_network)
+register_undo("docker-subnet", lambda rec: None)  # went with its network
 register_undo("host-veth", _undo_host_veth)
 register_undo("remote-chain", undo_host_chain)

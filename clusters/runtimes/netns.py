@@ -42,6 +42,7 @@ from fencecheck.clusters.runtimes.local import LocalRemote
 log = logging.getLogger(__name__)
 
 NODE_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+DEFAULT_SUBNET = "10.77.0.0/24"
 IFNAMSIZ = 15  # Linux interface names are at most 15 characters
 
 
@@ -59,10 +60,11 @@ class NetnsRuntime:
 
     name = "netns"
 
-    def __init__(self, run_id: str, run_dir: Path, subnet: str = "10.77.0.0/24") -> None:
+    def __init__(self, run_id: str, run_dir: Path, subnet: str | None = None) -> None:
         self.run_id = check_run_id(run_id)
         self.run_dir = run_dir
-        self.net = ipaddress.ip_network(subnet)
+        # Every run may use the same range: the bridge is in the run's own switch namespace.
+        self.net = ipaddress.ip_network(subnet or DEFAULT_SUBNET)
         self.switch = namespace_name(run_id, "sw")
         self.ledger = Ledger(run_dir / "ledger.jsonl", run_id)
         self._remotes: dict[str, LocalRemote] = {}

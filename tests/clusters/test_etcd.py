@@ -14,7 +14,7 @@ import pytest
 from fencecheck.clusters.base import ClusterError, Killable, LogFiles, Pausable
 from fencecheck.clusters.runtimes.local import LocalRemote
 from fencecheck.clusters.services.etcd import EtcdService
-from tests.backends import etcd_cluster, loopback_nodes, store_dir
+from tests.backends import etcd_cluster, loopback_nodes, net, store_dir
 
 __all__ = ["etcd_cluster", "store_dir"]
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ def test_cluster_ready_and_serving(etcd_cluster: EtcdService) -> None:
     assert etcd_cluster.ready_s is not None and etcd_cluster.ready_s < 20
     log.info("etcd 3 members ready in %.2f s", etcd_cluster.ready_s)
     eps = etcd_cluster.endpoints()
-    assert eps == ["127.0.44.2:2379", "127.0.44.3:2379", "127.0.44.4:2379"]
+    assert eps == [f"{net(44)}.2:2379", f"{net(44)}.3:2379", f"{net(44)}.4:2379"]
     _put(eps[0], "fc/test/a", "1")
     assert _get(eps[2], "fc/test/a") == "1"  # written on one member, read on another
     assert isinstance(etcd_cluster, Pausable | Killable | LogFiles)
@@ -80,12 +80,12 @@ def test_kill_and_restart_one_member(etcd_cluster: EtcdService) -> None:
 
 def test_wrong_node_count_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match="want 5"):
-        EtcdService(5).setup(loopback_nodes("x", "127.0.44", 3), tmp_path)
+        EtcdService(5).setup(loopback_nodes("x", net(44), 3), tmp_path)
 
 
 def test_teardown_is_idempotent_and_leaves_nothing(store_dir: Path) -> None:
     svc = EtcdService(1)
-    nodes = {"s1": LocalRemote("s1", "127.0.44.9")}
+    nodes = {"s1": LocalRemote("s1", f"{net(44)}.9")}
     try:
         svc.setup(nodes, store_dir / "single")
         pid = svc.daemons["s1"].pid

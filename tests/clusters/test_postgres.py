@@ -12,14 +12,14 @@ import pytest
 from fencecheck.clusters.base import LogFiles
 from fencecheck.clusters.runtimes.local import LocalRemote
 from fencecheck.clusters.services.postgres import PostgresService
-from tests.backends import pg_server, store_dir
+from tests.backends import net, pg_server, store_dir
 
 __all__ = ["pg_server", "store_dir"]
 
 
 def test_server_ready_and_serving(pg_server: PostgresService) -> None:
     assert pg_server.ready_s is not None and pg_server.ready_s < 30
-    assert pg_server.endpoints() == ["127.0.46.2:5432"]
+    assert pg_server.endpoints() == [f"{net(46)}.2:5432"]
     with psycopg.connect(pg_server.dsn(), autocommit=True, connect_timeout=3) as conn:
         row = conn.execute("SELECT current_user, current_database(), current_setting('fsync')")
         assert row.fetchone() == ("postgres", "fencecheck", "off")
@@ -30,13 +30,13 @@ def test_server_ready_and_serving(pg_server: PostgresService) -> None:
 
 def test_listens_on_the_node_address_only(pg_server: PostgresService) -> None:
     with pytest.raises(psycopg.OperationalError):
-        psycopg.connect("host=127.0.46.3 port=5432 dbname=fencecheck user=postgres",
+        psycopg.connect(f"host={net(46)}.3 port=5432 dbname=fencecheck user=postgres",
                         connect_timeout=2)
 
 
 def test_teardown_stops_postmaster_and_children(store_dir: Path) -> None:
     svc = PostgresService(port=5433)
-    node = LocalRemote("pg", "127.0.46.3")
+    node = LocalRemote("pg", f"{net(46)}.3")
     try:
         svc.setup({"pg": node}, store_dir / "second")
         assert svc.daemon is not None
@@ -56,7 +56,7 @@ def test_store_the_postgres_user_cannot_reach_gets_data_elsewhere() -> None:
     with tempfile.TemporaryDirectory() as d:  # mkdtemp makes it 0700, owned by root
         svc = PostgresService(port=5434)
         try:
-            svc.setup({"pg": LocalRemote("pg", "127.0.46.4")}, Path(d) / "store")
+            svc.setup({"pg": LocalRemote("pg", f"{net(46)}.4")}, Path(d) / "store")
             assert svc.pgdata is not None
             assert str(svc.pgdata).startswith("/var/tmp/fencecheck-pg/")
             assert (Path(d) / "store" / "nodes" / "pg" / "postgres.log").exists()

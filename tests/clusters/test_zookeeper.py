@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 from fencecheck.clusters.base import ClusterError, Killable, LogFiles, Pausable
 from fencecheck.clusters.runtimes.local import LocalRemote
 from fencecheck.clusters.services.zookeeper import ZookeeperService
-from tests.backends import loopback_nodes, store_dir, zk_cluster
+from tests.backends import loopback_nodes, net, store_dir, zk_cluster
 
 __all__ = ["store_dir", "zk_cluster"]
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def test_ensemble_ready_with_one_leader(zk_cluster: ZookeeperService) -> None:
     log.info("zookeeper 3 servers ready in %.2f s", zk_cluster.ready_s)
     modes = sorted(zk_cluster.mode(n) or "-" for n in zk_cluster.nodes)
     assert modes == ["follower", "follower", "leader"]
-    assert zk_cluster.endpoints() == ["127.0.45.2:2181", "127.0.45.3:2181", "127.0.45.4:2181"]
+    assert zk_cluster.endpoints() == [f"{net(45)}.2:2181", f"{net(45)}.3:2181", f"{net(45)}.4:2181"]
     assert isinstance(zk_cluster, Pausable | Killable | LogFiles)
     assert zk_cluster.four_letter("z1", "ruok") == "imok"
     for files in zk_cluster.log_files().values():
@@ -46,7 +46,7 @@ def test_ensemble_ready_with_one_leader(zk_cluster: ZookeeperService) -> None:
 def test_config_allows_long_and_short_sessions(zk_cluster: ZookeeperService) -> None:
     cfg = zk_cluster.config("z1")
     assert "minSessionTimeout=400\n" in cfg and "maxSessionTimeout=120000\n" in cfg
-    assert "clientPortAddress=127.0.45.2\n" in cfg
+    assert f"clientPortAddress={net(45)}.2\n" in cfg
 
 
 def test_kill_and_restart_leader_keeps_serving(
@@ -84,12 +84,12 @@ def test_pause_and_resume(zk_cluster: ZookeeperService) -> None:
 
 def test_wrong_node_count_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match="want 5"):
-        ZookeeperService(5).setup(loopback_nodes("x", "127.0.45", 3), tmp_path)
+        ZookeeperService(5).setup(loopback_nodes("x", net(45), 3), tmp_path)
 
 
 def test_teardown_is_idempotent(store_dir: Path) -> None:
     svc = ZookeeperService(1)
-    node = LocalRemote("s1", "127.0.45.9")
+    node = LocalRemote("s1", f"{net(45)}.9")
     try:
         svc.setup({"s1": node}, store_dir / "single")
         assert svc.mode("s1") == "standalone"

@@ -29,7 +29,7 @@ from fencecheck.clusters.services import kube_build
 from fencecheck.clusters.services.kube_apiserver import KubeApiserverService
 from fencecheck.workloads.base import DefiniteFailure
 from fencecheck.workloads.kube_lease_client import KubernetesPythonClient
-from tests.backends import loopback_nodes
+from tests.backends import loopback_nodes, net
 from tests.conftest import at_once, processes_matching, run_fencecheck
 from tests.fencecheck.test_run_backends import DAMAGE, kinds, run
 from tests.fencecheck.test_third_party import found_or_retry
@@ -112,7 +112,7 @@ def apiserver() -> Iterator[KubeApiserverService]:
     svc = KubeApiserverService(1)
     with tempfile.TemporaryDirectory(prefix="fc-k8s-") as d:
         try:
-            svc.setup(loopback_nodes("k", "127.0.47", 1), Path(d))
+            svc.setup(loopback_nodes("k", net(47), 1), Path(d))
             yield svc
         finally:
             svc.teardown()

@@ -17,6 +17,8 @@ from tests.conftest import (
     fencecheck_argv,
     processes_matching,
     run_fencecheck,
+    run_processes_alive,
+    runs_under,
     stopped_processes,
 )
 
@@ -100,13 +102,14 @@ def test_signal_mid_pause_heals_tears_down_and_keeps_history(
         if proc.poll() is None:  # the test failed before the signal: do not leave the run behind
             proc.kill()
             proc.wait()
-            run_fencecheck("teardown", "--all", timeout=120)
+            for rid in runs_under(tmp_path):
+                run_fencecheck("teardown", "--run", rid, timeout=120)
     assert proc.returncode == 128 + sig, out + err
     assert "Traceback" not in err
     run_dir = next(tmp_path.glob("*/latest")).resolve()
     assert not fc_namespaces(run_id(run_dir))
     assert not processes_matching(str(tmp_path))  # workers, store: all gone
-    assert not processes_matching("10.77.0.")  # redis-server titles itself with its address
+    assert not run_processes_alive(run_dir)  # redis-server too, found by its recorded pid
     check = run_fencecheck("check", str(run_dir / "history.jsonl"), timeout=60)
     assert check.returncode in (0, 1, 2), check.stderr
 
@@ -127,13 +130,14 @@ def test_teardown_after_sigkill_leaves_nothing(tmp_path: Path) -> None:
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    rid = run_id(next(tmp_path.glob("*/latest")).resolve())
+    run_dir = next(tmp_path.glob("*/latest")).resolve()
+    rid = run_id(run_dir)
     assert fc_namespaces(rid), "the killed run should have left its namespaces"
-    r = run_fencecheck("teardown", "--all", timeout=120)
+    r = run_fencecheck("teardown", "--run", rid, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert not fc_namespaces(rid)
     assert not processes_matching(str(tmp_path))  # workers, store: all gone
-    assert not processes_matching("10.77.0.")  # redis-server titles itself with its address
+    assert not run_processes_alive(run_dir)  # redis-server too, found by its recorded pid
 
 
 def test_a_run_the_test_gives_up_on_is_stopped_and_torn_down(tmp_path: Path) -> None:
@@ -145,5 +149,5 @@ def test_a_run_the_test_gives_up_on_is_stopped_and_torn_down(tmp_path: Path) -> 
     run_dir = next(tmp_path.glob("*/latest")).resolve()
     assert not fc_namespaces(run_id(run_dir))
     assert not processes_matching(str(tmp_path))
-    assert not processes_matching("10.77.0.")
+    assert not run_processes_alive(run_dir)
     assert (run_dir / "history.jsonl").exists()  # and what was recorded is kept

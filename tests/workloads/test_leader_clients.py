@@ -27,7 +27,7 @@ from fencecheck.workloads.leader_clients import (
 )
 from fencecheck.workloads.registry import make_client
 from fencecheck.workloads.store import StoreResource
-from tests.backends import etcd, store_dir, zookeeper
+from tests.backends import etcd, net, store_dir, zookeeper
 from tests.workloads.conftest import REPO, StartServer
 
 __all__ = ["store_dir"]
@@ -61,14 +61,14 @@ client.close()
 
 @pytest.fixture(scope="module")
 def etcd_one(store_dir: Path) -> Iterator[EtcdService]:
-    """One etcd member on an address of its own (127.0.48.x: no clash with other modules)."""
-    with etcd(1, "le", "127.0.48", store_dir / "etcd") as svc:
+    """One etcd member on an address of its own (127.W.48.x: no clash with other modules)."""
+    with etcd(1, "le", net(48), store_dir / "etcd") as svc:
         yield svc
 
 
 @pytest.fixture(scope="module")
 def zk_one(store_dir: Path) -> Iterator[ZookeeperService]:
-    with zookeeper(1, "lz", "127.0.49", store_dir / "zk") as svc:
+    with zookeeper(1, "lz", net(49), store_dir / "zk") as svc:
         yield svc
 
 
