@@ -107,9 +107,9 @@ def matrix(
     if verbose:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
+        n_jobs = parse_jobs(jobs)
         spec = load_matrix(file, store, only or ())
         part = parse_shard(shard) if shard is not None else None
-        n_jobs = parse_jobs(jobs)
     except MatrixError as e:
         _fail(str(e))
     if part is not None:

@@ -8,8 +8,9 @@ does it ahead)."""
 
 from __future__ import annotations
 
+import ipaddress
+import itertools
 import os
-import random
 import secrets
 import signal
 import subprocess
@@ -23,6 +24,7 @@ import pytest
 from fencecheck.clusters.base import ClusterError
 from fencecheck.clusters.cleaner import NETNS_DIR, teardown_run
 from fencecheck.clusters.faults.partition import IptablesNet
+from tests.conftest import at_once
 
 
 @pytest.mark.parametrize("change", ["content", "base"])
@@ -63,11 +65,6 @@ def node_image() -> str:
     return ensure_node_image()
 
 
-def free_subnet() -> str:
-    """A /24 no other test of this session is likely to hold (docker refuses overlaps)."""
-    return f"10.{random.randrange(100, 120)}.{random.randrange(0, 256)}.0/24"
-
-
 def left_by(run_id: str) -> list[str]:
     """Containers, networks, namespaces and host links of run_id that still exist."""
     client = docker_or_skip()
@@ -85,7 +82,7 @@ def runtime(node_image: str, tmp_path: Path) -> Iterator[Any]:
     from fencecheck.clusters.runtimes.docker import DockerRuntime
 
     run_id = secrets.token_hex(3)
-    rt = DockerRuntime(run_id, tmp_path / "store", free_subnet(), image=node_image)
+    rt = DockerRuntime(run_id, tmp_path / "store", image=node_image)  # a /24 from the pool
     try:
         yield rt
     finally:
@@ -98,7 +95,8 @@ def runtime(node_image: str, tmp_path: Path) -> Iterator[Any]:
 def test_nodes_commands_daemons_and_teardown(runtime: Any, tmp_path: Path) -> None:
     cluster = runtime.setup(["n1", "n2"], ["c1"])
     n1, n2, c1 = cluster.servers["n1"], cluster.servers["n2"], cluster.clients["c1"]
-    net = runtime.net
+    net = runtime.subnet  # taken from the pool under its lock
+    assert net is not None and net.subnet_of(ipaddress.ip_network("10.96.0.0/12"))
     assert [n1.address, n2.address, c1.address] == [str(net[i]) for i in (2, 3, 4)]
     client = docker_or_skip()
     network = client.networks.get(f"fc-{runtime.run_id}")
@@ -222,7 +220,7 @@ def test_the_cleaner_removes_a_crashed_run_from_its_ledger_alone(node_image: str
     from fencecheck.clusters.runtimes.docker import DockerRuntime
 
     run_id = secrets.token_hex(3)
-    rt = DockerRuntime(run_id, tmp_path / "store", free_subnet(), image=node_image)
+    rt = DockerRuntime(run_id, tmp_path / "store", image=node_image)  # a /24 from the pool
     try:
         cluster = rt.setup(["n1"], ["c1"])
         n1 = cluster.servers["n1"]
@@ -245,10 +243,29 @@ def test_an_overlapping_subnet_is_a_clear_error(runtime: Any, node_image: str,
 
     runtime.setup(["n1"], [])
     other_id = secrets.token_hex(3)
-    other = DockerRuntime(other_id, tmp_path / "other", str(runtime.net), image=node_image)
+    other = DockerRuntime(other_id, tmp_path / "other", str(runtime.subnet), image=node_image)
     try:
         with pytest.raises(ClusterError, match=r"docker: .*overlap"):
             other.setup(["n1"], [])
     finally:
         other.teardown()
     assert left_by(other_id) == []
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+def test_runs_set_up_at_once_take_different_subnets(node_image: str, tmp_path: Path) -> None:
+    from fencecheck.clusters.runtimes.docker import DockerRuntime
+
+    ids = [secrets.token_hex(3) for _ in range(3)]
+    rts = [DockerRuntime(i, tmp_path / i, image=node_image) for i in ids]
+    try:
+        at_once(*(lambda rt=rt: rt.setup(["n1"], []) for rt in rts))
+        nets = [rt.subnet for rt in rts]
+        assert len(set(nets)) == 3, nets
+        assert not any(a.overlaps(b) for a, b in itertools.combinations(nets, 2))
+    finally:
+        for rt in rts:
+            rt.teardown()
+    for i in ids:
+        assert left_by(i) == []

@@ -196,9 +196,9 @@ def docker_image() -> str:
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("fencing", ["off", "on"])
 def test_delay_on_docker(docker_image: str, tmp_path: Path, fencing: str) -> None:
-    from tests.clusters.test_docker import free_subnet, left_by
+    from tests.clusters.test_docker import left_by
 
-    code, results, run_dir = run(tmp_path, "--runtime", "docker", "--subnet", free_subnet(),
+    code, results, run_dir = run(tmp_path, "--runtime", "docker",
                                  "--fencing", fencing, *DELAY, timeout=600)
     if fencing == "off":
         assert code == 1 and "stale-write-accepted" in kinds(results), results

@@ -4,6 +4,7 @@ to end, a tiny matrix of short redis runs on the netns runtime."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -238,9 +239,13 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_a_missed_expectation_is_named_and_exits_1(tmp_path: Path) -> None:
     path = matrix_file(tmp_path, TINY)
     store, out_dir, junit = tmp_path / "store", tmp_path / "out", tmp_path / "j.xml"
+    # Side by side: the quiet row ends first, and every file still lists rows in file order.
     r = run_cli("matrix", str(path), "--store", str(store), "--out", str(out_dir),
-                "--junit", str(junit))
+                "--junit", str(junit), "--jobs", "2")
     assert r.returncode == 1, r.stdout + r.stderr
+    assert "2 weight units at once" in r.stdout
+    rows = json.loads((out_dir / "matrix.json").read_text())["rows"]
+    assert [x["row"] for x in rows] == ["unfenced-pause", "quiet-but-expected-to-fail"]
     missed = [x for x in r.stdout.splitlines() if x.startswith("MISSED")]
     assert len(missed) == 1 and "quiet-but-expected-to-fail" in missed[0], r.stdout
     assert "1/2 rows met" in r.stdout
@@ -254,6 +259,7 @@ def test_a_missed_expectation_is_named_and_exits_1(tmp_path: Path) -> None:
     assert str(report) in r.stdout
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None and suite.get("failures") == "1" and suite.get("errors") == "0"
+    assert [c.get("classname") for c in suite.iter("testcase")] == [x["row"] for x in rows]
     failing = [c.get("classname") for c in suite.iter("testcase") if c.find("failure") is not None]
     assert failing == ["quiet-but-expected-to-fail"]
 
@@ -262,10 +268,15 @@ def test_a_missed_expectation_is_named_and_exits_1(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("no_leftovers")
 def test_met_expectations_exit_0(tmp_path: Path) -> None:
     path = matrix_file(tmp_path, CORRECT)
-    r = run_cli("matrix", str(path), "--store", str(tmp_path / "store"))
+    # Both seeds at once, in one test folder: each finds its own run directory.
+    r = run_cli("matrix", str(path), "--store", str(tmp_path / "store"), "--jobs", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "MISSED" not in r.stdout and "1/1 rows met" in r.stdout
     assert len(list((tmp_path / "store" / "quiet").glob("2*/report.html"))) == 2
+    out = next((tmp_path / "store" / "_matrix").glob("*/matrix.json"))
+    runs = json.loads(out.read_text())["rows"][0]["runs"]
+    assert [x["seed"] for x in runs] == [0, 1]
+    assert len({x["run_dir"] for x in runs}) == 2
     assert len(list((tmp_path / "store" / "_matrix").glob("*/compare.html"))) == 1
 
 

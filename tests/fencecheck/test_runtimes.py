@@ -21,7 +21,7 @@ import pytest
 from fencecheck.clusters.services.etcd import EtcdService
 from fencecheck.clusters.services.redis import RedisService
 from fencecheck.clusters.services.zookeeper import ZookeeperService
-from tests.clusters.test_docker import ensure_node_image, free_subnet, left_by
+from tests.clusters.test_docker import ensure_node_image, left_by
 from tests.clusters.test_ssh import SshdHosts, sshd_hosts
 from tests.conftest import fencecheck_argv, run_fencecheck
 
@@ -70,7 +70,7 @@ def docker_image() -> str:
 @pytest.mark.docker
 @pytest.mark.timeout(900)
 def test_docker_unfenced_redis_with_pauses_is_caught(docker_image: str, tmp_path: Path) -> None:
-    code, results, run_dir, out = run(tmp_path, "--runtime", "docker", "--subnet", free_subnet(),
+    code, results, run_dir, out = run(tmp_path, "--runtime", "docker",
                                       *UNFENCED_REDIS)
     assert code == 1, out
     assert kinds(results) & DAMAGE, results
@@ -81,7 +81,7 @@ def test_docker_unfenced_redis_with_pauses_is_caught(docker_image: str, tmp_path
 @pytest.mark.docker
 @pytest.mark.timeout(900)
 def test_docker_fenced_etcd_under_partitions_is_valid(docker_image: str, tmp_path: Path) -> None:
-    code, _, run_dir, out = run(tmp_path, "--runtime", "docker", "--subnet", free_subnet(),
+    code, _, run_dir, out = run(tmp_path, "--runtime", "docker",
                                 *FENCED_ETCD)
     assert code == 0, out
     history = (run_dir / "history.jsonl").read_text()
@@ -94,8 +94,8 @@ def test_docker_fenced_etcd_under_partitions_is_valid(docker_image: str, tmp_pat
 @pytest.mark.timeout(900)
 def test_docker_sigint_mid_run_leaves_nothing(docker_image: str, tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        fencecheck_argv("run", "--store", str(tmp_path), "--runtime", "docker", "--subnet",
-                        free_subnet(), "--nemesis", "pause,partition", "--time-limit", "60",
+        fencecheck_argv("run", "--store", str(tmp_path), "--runtime", "docker",
+                        "--nemesis", "pause,partition", "--time-limit", "60",
                         "--seed", "3"),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
@@ -119,8 +119,8 @@ def test_docker_killed_controller_is_cleaned_from_its_ledger(docker_image: str,
     from fencecheck.clusters.cleaner import teardown_run
 
     proc = subprocess.Popen(
-        fencecheck_argv("run", "--store", str(tmp_path), "--runtime", "docker", "--subnet",
-                        free_subnet(), "--time-limit", "60"),
+        fencecheck_argv("run", "--store", str(tmp_path), "--runtime", "docker",
+                        "--time-limit", "60"),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
@@ -233,7 +233,7 @@ def test_service_on_docker(backend: str, docker_image: str, tmp_path: Path) -> N
 
     cls, n = SERVICES[backend]
     rid = secrets.token_hex(3)
-    rt = DockerRuntime(rid, tmp_path, free_subnet(), image=docker_image)
+    rt = DockerRuntime(rid, tmp_path, image=docker_image)
     service = cls(ledger=rt.ledger)
     try:
         cluster = rt.setup([f"n{i + 1}" for i in range(n)], ["c1"])

@@ -1,0 +1,95 @@
+"""fencecheck.matrix.parallel and --jobs: at most `jobs` weight units run at once, a task heavier
+than that runs alone, tasks start in order, a stop starts no more, and a bad --jobs is exit 3.
+Pure logic with sleeping tasks: no runs."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from fencecheck.cli import app
+from fencecheck.cmd_matrix import parse_jobs
+from fencecheck.matrix import MatrixError, auto_jobs, parallel
+
+
+def _record(weights: list[int], jobs: int, stop_after: int | None = None
+            ) -> tuple[list[int], int, list[tuple[int, int]]]:
+    """Run tasks 0..n-1 with the given weights; (start order, peak load, (start, end) pairs)."""
+    lock = threading.Lock()
+    load, peak, order, spans = 0, 0, [], []
+    clock = iter(range(10_000))
+
+    def run(i: int) -> None:
+        nonlocal load, peak
+        with lock:
+            load += min(weights[i], jobs)
+            peak = max(peak, load)
+            order.append(i)
+            start = next(clock)
+        time.sleep(0.02 * (1 + i % 3))
+        with lock:
+            load -= min(weights[i], jobs)
+            spans.append((start, next(clock)))
+
+    parallel(range(len(weights)), run, jobs, lambda i: weights[i],
+             stop=lambda: stop_after is not None and len(order) >= stop_after)
+    return order, peak, spans
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3, 4])
+def test_never_more_than_jobs_units_and_in_order(jobs: int) -> None:
+    weights = [1, 2, 1, 3, 1, 1, 2, 1, 1, 4]
+    order, peak, _ = _record(weights, jobs)
+    assert order == list(range(len(weights)))  # started in order: no task overtakes another
+    assert peak <= jobs
+    if jobs > 1:
+        assert peak > 1  # it did run things side by side
+
+
+def test_one_job_is_one_after_another() -> None:
+    _, peak, spans = _record([1, 1, 1], 1)
+    assert peak == 1
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(spans))
+
+
+def test_a_task_heavier_than_jobs_runs_alone() -> None:
+    _, peak, _ = _record([1, 9, 1], 3)
+    assert peak == 3  # the heavy one counts as all of it
+
+
+def test_stop_starts_no_more() -> None:
+    order, _, _ = _record([1] * 10, 2, stop_after=3)
+    assert len(order) < 10
+
+
+def test_an_error_in_a_task_is_raised_after_all_have_ended() -> None:
+    ended = []
+
+    def run(i: int) -> None:
+        if i == 1:
+            raise RuntimeError("boom")
+        time.sleep(0.05)
+        ended.append(i)
+
+    with pytest.raises(RuntimeError, match="boom"):
+        parallel([0, 1, 2], run, 2, lambda i: 1)
+    assert ended == [0]  # 0 ran to its end; 2 was never started
+
+
+def test_jobs_option() -> None:
+    assert parse_jobs("3") == 3
+    assert parse_jobs("auto") == auto_jobs() >= 2
+    assert auto_jobs(2) == 4
+    for bad in ("0", "-1", "many", ""):
+        with pytest.raises(MatrixError, match="--jobs"):
+            parse_jobs(bad)
+
+
+def test_a_bad_jobs_value_is_exit_3() -> None:
+    result = CliRunner().invoke(app, ["matrix", "examples/nightly.toml", "--jobs", "lots"])
+    assert result.exit_code == 3
+    assert "--jobs: 'lots'" in result.stderr
