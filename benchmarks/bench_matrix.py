@@ -1,11 +1,15 @@
-"""Time a whole matrix (default examples/nightly.toml; goal: under 15 minutes on 2 cores) and
-where each run's time goes: the time limit itself versus setup, teardown, check and report.
+"""Time a whole matrix (default examples/nightly.toml) at one or more `--jobs` values, one after
+another in one invocation, and compare: the wall time of each, and the rows whose verdicts differ
+from the first value's (run at --jobs 1 twice to see which rows vary on their own).
 
-Runs `fencecheck matrix` as a user would (root, a fresh store), then reads matrix.json and each
-run's test.json. Prints one line per run and the total; writes the table as JSON.
+Runs `fencecheck matrix` as a user would (root, a fresh store per value), then reads matrix.json
+and each run's test.json. Prints one line per run, a total per --jobs value, the differing rows,
+and writes everything as JSON.
 
-    sudo .venv/bin/python benchmarks/bench_matrix.py [--matrix FILE] [--only NAME] \
-        [--out benchmarks/out/matrix.json] [--keep STORE]
+    sudo .venv/bin/python benchmarks/bench_matrix.py --jobs 1,auto
+    sudo .venv/bin/python benchmarks/bench_matrix.py --matrix examples/libraries.toml --rows 20 \
+        --jobs 1,auto
+    sudo .venv/bin/python benchmarks/bench_matrix.py --jobs 1,1     # what varies by itself
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +30,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--matrix", type=Path, default=REPO / "examples" / "nightly.toml")
-    ap.add_argument("--only", action="append", default=[])
-    ap.add_argument("--out", type=Path, default=HERE / "out" / "matrix.json")
-    ap.add_argument("--keep", type=Path, help="use this store and keep it (default: a temp dir)")
-    args = ap.parse_args()
-
-    store = args.keep or Path(tempfile.mkdtemp(prefix="fc-bench-matrix-"))
+def run_matrix(matrix: Path, jobs: str, only: list[str], store: Path) -> dict[str, Any]:
     out_dir = store / "_matrix" / "bench"
-    argv = [sys.executable, "-m", "fencecheck", "matrix", str(args.matrix), "--store", str(store),
-            "--out", str(out_dir)]
-    for name in args.only:
+    argv = [sys.executable, "-m", "fencecheck", "matrix", str(matrix), "--store", str(store),
+            "--out", str(out_dir), "--jobs", jobs]
+    for name in only:
         argv += ["--only", name]
     start = time.monotonic()
     proc = subprocess.run(argv, cwd=REPO, env={**os.environ, "COLUMNS": "200"},
@@ -45,35 +42,69 @@ def main() -> int:
     wall_s = time.monotonic() - start
     if not (out_dir / "matrix.json").is_file():
         sys.stderr.write(proc.stdout + proc.stderr)
-        return 3
+        raise SystemExit(3)
     summary = json.loads((out_dir / "matrix.json").read_text())
-    rows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
     for row in summary["rows"]:
         for run in row["runs"]:
             test: dict[str, Any] = {}
             if run["run_dir"] and (Path(run["run_dir"]) / "test.json").is_file():
                 test = json.loads((Path(run["run_dir"]) / "test.json").read_text())
             limit = float(test.get("config", {}).get("time_limit_s", 0.0))
-            rows.append({
+            runs.append({
                 "row": row["row"], "seed": run["seed"], "expect": row["expect"],
                 "verdict": run["verdict"], "met": row["met"], "wall_s": run["duration_s"],
                 "time_limit_s": limit, "overhead_s": round(run["duration_s"] - limit, 2),
                 "ready_s": test.get("ready_s"),
             })
-    for r in rows:
-        ready = f"{r['ready_s']:.1f}" if isinstance(r["ready_s"], int | float) else "?"
-        print(f"{r['row']:<30} seed {r['seed']:<3} {r['verdict']:<8} wall {r['wall_s']:6.1f} s"
-              f"  limit {r['time_limit_s']:5.1f} s  overhead {r['overhead_s']:5.1f} s"
-              f"  ready {ready} s")
     met = sum(1 for row in summary["rows"] if row["met"])
-    overhead = sum(r["overhead_s"] for r in rows)
-    print(f"total: {len(rows)} runs, {met}/{len(summary['rows'])} rows met, wall {wall_s:.1f} s "
-          f"({wall_s / 60:.1f} min), of which overhead {overhead:.1f} s; exit {proc.returncode}")
+    return {"jobs": jobs, "wall_s": round(wall_s, 1), "exit_code": proc.returncode,
+            "rows": len(summary["rows"]), "met": met, "runs": runs}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--matrix", type=Path, default=REPO / "examples" / "nightly.toml")
+    ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--rows", type=int, help="only the first N rows of the file")
+    ap.add_argument("--jobs", default="1", help="comma-separated --jobs values, run in turn")
+    ap.add_argument("--out", type=Path, default=HERE / "out" / "matrix.json")
+    ap.add_argument("--keep", type=Path, help="keep the stores under this folder")
+    args = ap.parse_args()
+
+    only = list(args.only)
+    if args.rows:
+        rows = tomllib.loads(args.matrix.read_text())["row"][: args.rows]
+        only += [r["name"] for r in rows]
+    results = []
+    for i, jobs in enumerate(args.jobs.split(",")):
+        base = args.keep or Path(tempfile.mkdtemp(prefix="fc-bench-matrix-"))
+        store = base / f"jobs-{jobs}-{i}"
+        res = run_matrix(args.matrix, jobs, only, store)
+        results.append(res)
+        for r in res["runs"]:
+            ready = f"{r['ready_s']:.1f}" if isinstance(r["ready_s"], int | float) else "?"
+            print(f"[jobs {jobs}] {r['row']:<32} seed {r['seed']:<3} {r['verdict']:<8} "
+                  f"wall {r['wall_s']:6.1f} s  limit {r['time_limit_s']:5.1f} s  "
+                  f"ready {ready} s")
+        print(f"[jobs {jobs}] total: {len(res['runs'])} runs, {res['met']}/{res['rows']} rows "
+              f"met, wall {res['wall_s']:.1f} s ({res['wall_s'] / 60:.1f} min); "
+              f"exit {res['exit_code']}", flush=True)
+        if args.keep is None:
+            shutil.rmtree(base, ignore_errors=True)
+    first = results[0]
+    verdicts = {(r["row"], r["seed"]): r["verdict"] for r in first["runs"]}
+    for res in results[1:]:
+        differ = [(r["row"], r["seed"], verdicts.get((r["row"], r["seed"])), r["verdict"])
+                  for r in res["runs"] if verdicts.get((r["row"], r["seed"])) != r["verdict"]]
+        ratio = res["wall_s"] / first["wall_s"] if first["wall_s"] else float("nan")
+        print(f"jobs {res['jobs']} vs {first['jobs']}: wall {res['wall_s']:.0f} s vs "
+              f"{first['wall_s']:.0f} s ({ratio:.2f}x); verdicts differing: {len(differ)}")
+        for row, seed, a, b in differ:
+            print(f"  {row} seed {seed}: {a} at --jobs {first['jobs']}, {b} at {res['jobs']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"matrix": str(args.matrix), "wall_s": round(wall_s, 1),
-                                    "exit_code": proc.returncode, "runs": rows}, indent=2) + "\n")
-    if args.keep is None:
-        shutil.rmtree(store, ignore_errors=True)
+    args.out.write_text(json.dumps({"matrix": str(args.matrix), "results": results},
+                                   indent=2) + "\n")
     return 0
 
 
