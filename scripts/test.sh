@@ -30,9 +30,14 @@ if [ "$builds_rc" != 0 ]; then
   echo "test.sh: scripts/build-clients.sh failed (exit $builds_rc)" >&2
   exit "$builds_rc"
 fi
+# Side by side (pytest-xdist): the tests mostly wait for runs to reach their time limits, so
+# more workers than cores; the heavy ones share one xdist group (tests/conftest.py) and so never
+# start together. FC_TEST_WORKERS overrides the number (measured in the README).
+workers=${FC_TEST_WORKERS:-5}
 set +e
-.venv/bin/pytest --durations=25 "$@"
+.venv/bin/pytest -n "$workers" --dist loadgroup --durations=25 "$@"
 rc=$?
 set -e
+# Every test tears down its own runs; this catches a run whose test was killed outright.
 .venv/bin/fencecheck teardown --all >/dev/null 2>&1 || true
 exit $rc

@@ -181,7 +181,41 @@ def processes_matching(text: str) -> list[str]:
             if text in line and not line.split()[1].startswith("Z") and "ps -ww" not in line]
 
 
+# xdist groups (scripts/test.sh runs `--dist loadgroup`): the tests of one group run one after
+# another on one worker, so the heavy ones never start together and modules whose servers take
+# seconds to start keep them in one worker. Everything else is spread test by test. By module
+# path (relative to the repository), in one place.
+GROUPS: dict[str, str] = {
+    # three kube-apiservers and a three-member etcd per run, several runs side by side
+    "tests/fencecheck/test_kubernetes.py": "heavy",
+    "tests/fencecheck/test_client_go.py": "heavy",
+    # JVM clusters and JVM client programs, five JVMs a run
+    "tests/fencecheck/test_third_party_go_jvm.py": "heavy",
+    # a matrix of runs three times over (the shards) beside the unsharded one
+    "tests/fencecheck/test_shard.py": "heavy",
+    # module-scoped ensembles: one start per module rather than one per worker
+    "tests/clusters/test_zookeeper.py": "zookeeper",
+    "tests/workloads/test_zk_client.py": "zookeeper",
+    "tests/clusters/test_etcd.py": "etcd",
+    "tests/workloads/test_etcd_client.py": "etcd",
+    "tests/workloads/test_etcd_resource.py": "etcd",
+    "tests/workloads/test_leader_clients.py": "leader",
+    "tests/clusters/test_postgres.py": "postgres",
+    "tests/workloads/test_pg_resource.py": "postgres",
+    "tests/workloads/test_pylib_clients.py": "postgres",
+    # the docker runtime: container starts are serialized in dockerd anyway
+    "tests/clusters/test_docker.py": "docker",
+    "tests/fencecheck/test_runtimes.py": "docker",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        group = GROUPS.get(path.relative_to(REPO).as_posix()) if path.is_relative_to(REPO) else None
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     reason = netns_available()
     if reason is None:
         return
