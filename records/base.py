@@ -3,6 +3,8 @@ encoding the files are written in, and the generated JSON Schema."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,11 +60,17 @@ def encode_json(doc: Any) -> bytes:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """A rename of a new file: a reader never sees half a record, and a link in the record's
-    place is replaced rather than written through."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    """A rename of a new file made in path's folder: a reader never sees half a record, and a
+    link in the record's place (or beside it) is replaced, never written through."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def schema_of(type_: Any, title: str, description: str) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 expectation and whether it was met, each seed's run with its verdict, folder and report.
 
 Written since the first matrix release with the same fields and no version, so a file without
-`format_version` is format 1, and the writer leaves it out while it is 1.
+`format_version` is format 1, and the writer leaves it out while it is 1. A row's label,
+expectation and runs, and each run's seed and verdict, are required; the rest may be absent.
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ class MatrixRun(msgspec.Struct, kw_only=True):
     invalid, unknown, error, timeout, interrupted, crashed)."""
 
     seed: int
-    exit_code: int
+    exit_code: int | UnsetType = UNSET
     verdict: str
-    run_dir: str | None
-    report: str | None
-    duration_s: float
-    error: str | None
+    run_dir: str | None = None
+    report: str | None = None
+    duration_s: float | UnsetType = UNSET
+    error: str | None = None
 
 
 class MatrixRow(msgspec.Struct, kw_only=True):
@@ -48,8 +49,8 @@ class MatrixRow(msgspec.Struct, kw_only=True):
 
 class MatrixRecord(msgspec.Struct, kw_only=True):
     format_version: int | UnsetType = UNSET  # absent: format 1
-    exit_code: int
-    compare: str | None  # compare.html, where the comparison was written
+    exit_code: int | UnsetType = UNSET
+    compare: str | None = None  # compare.html, where the comparison was written
     rows: list[MatrixRow]
 
 

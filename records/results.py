@@ -7,13 +7,17 @@ mutex check's `grants`, a linearizability check's `model`) and what each kind of
 are `extra` in the record: `decode` gathers them and `encode` puts them back, so a round trip
 keeps every field and the file keeps its shape. `stats` is the checker's open table of counts.
 
+Types are strict (a token that is a string is an error naming the field); presence is not where
+a reader can do without a field: a results.json without `valid` is unknown, a violation without
+ops names none. The checker writes every field; hand-made run folders often have a few.
+
 Bump `RESULTS_FORMAT` with any change a reader of results.json must know about.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -28,7 +32,7 @@ from fencecheck.records.base import (
     write_atomic,
 )
 
-RESULTS_FORMAT = 1
+RESULTS_FORMAT: Final = 1
 
 Nat = Annotated[int, Meta(ge=0)]
 Id = Annotated[int, Meta(ge=1)]
@@ -44,7 +48,7 @@ class OpRef(msgspec.Struct, kw_only=True):
     time_ns: Nat
     token: int | None
     f: str | UnsetType = UNSET
-    end_index: Nat | None | UnsetType = UNSET
+    end_index: Nat | UnsetType | None = UNSET
 
 
 class Violation(msgspec.Struct, kw_only=True):
@@ -53,8 +57,8 @@ class Violation(msgspec.Struct, kw_only=True):
     kind: str
     lock: str | UnsetType = UNSET
     key: str | UnsetType = UNSET
-    ops: list[OpRef]
-    explanation: str
+    ops: list[OpRef] = []
+    explanation: str = ""
     time_ns: Nat | UnsetType = UNSET
     extra: dict[str, Any] = {}
     incident: Id | UnsetType = UNSET
@@ -64,8 +68,8 @@ class Check(msgspec.Struct, kw_only=True):
     """One check's verdict. `skipped` says why it could not judge (then valid is True); it
     lists at most 100 violations and counts all of them in `count` and `count_by_kind`."""
 
-    valid: Verdict
-    violations: list[Violation]
+    valid: Verdict = "unknown"
+    violations: list[Violation] = []
     skipped: str | UnsetType = UNSET
     count: Nat | UnsetType = UNSET
     count_by_kind: dict[str, Nat] | UnsetType = UNSET
@@ -81,9 +85,9 @@ class Check(msgspec.Struct, kw_only=True):
 class Grant(msgspec.Struct, kw_only=True):
     process: Process
     index: Nat
-    token: int | None
-    ok_time_ns: Nat
-    surely_held_end_ns: Nat | None | UnsetType = UNSET
+    token: int | None = None
+    ok_time_ns: Nat | UnsetType = UNSET
+    surely_held_end_ns: Nat | UnsetType | None = UNSET
 
 
 class Fault(msgspec.Struct, kw_only=True):
@@ -116,12 +120,12 @@ class Incident(msgspec.Struct, kw_only=True):
 class Results(msgspec.Struct, kw_only=True):
     """One results.json."""
 
-    format_version: Literal[1]
-    tool_version: str
-    valid: Verdict
-    incidents: list[Incident]
-    checks: dict[str, Check]
-    stats: dict[str, Any]
+    format_version: Literal[1] = RESULTS_FORMAT
+    tool_version: str = ""
+    valid: Verdict = "unknown"
+    incidents: list[Incident] = []
+    checks: dict[str, Check] = {}
+    stats: dict[str, Any] = {}
 
     @property
     def first_violation_ns(self) -> int | None:
@@ -134,6 +138,13 @@ class Results(msgspec.Struct, kw_only=True):
 
     def kinds(self) -> frozenset[str]:
         return frozenset(v.kind for _, v in self.violations())
+
+
+def check_details(check: Check) -> dict[str, Any]:
+    """What a check measured: its fields but its verdict, violations and skip reason, as the
+    file has them."""
+    doc = _spread(msgspec.to_builtins(check))
+    return {k: v for k, v in doc.items() if k not in ("valid", "violations", "skipped")}
 
 
 _CHECK_FIELDS = frozenset(Check.__struct_fields__) - {"extra"}

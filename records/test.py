@@ -4,7 +4,9 @@ how long it took and its exit code.
 The controller writes it twice: at the start (no `duration_s`, `exit_code`, `ready_s`,
 `interrupted`: absent, not null) and at the end. Every release so far wrote the same top-level
 fields (`ready_s` and `interrupted` came later), so a file without `format_version` is format 1
-and the writer leaves it out while it is 1: the file is the one earlier releases wrote.
+and the writer leaves it out while it is 1: the file is the one earlier releases wrote. Every
+field may be absent (readers fall back to the run folder's name; replay needs only `config`),
+none may have the wrong type.
 
 `config` is the run's configuration as `RunConfig` (fencecheck.config) dumps it, with `client`,
 `nodes` and `nemesis` as the run resolved them; `RunConfig` owns its fields and validates them
@@ -56,16 +58,16 @@ class TestRecord(msgspec.Struct, kw_only=True):
     __test__: ClassVar[bool] = False  # not a pytest test class
 
     format_version: int | UnsetType = UNSET  # absent: format 1
-    run_id: str
-    name: str
-    started: str
-    config: dict[str, Any]
-    seed: int | None | UnsetType = UNSET
+    run_id: str | UnsetType = UNSET
+    name: str | UnsetType = UNSET
+    started: str | UnsetType = UNSET
+    config: dict[str, Any] = {}
+    seed: int | UnsetType | None = UNSET
     versions: dict[str, str | None] | UnsetType = UNSET
     duration_s: float | UnsetType = UNSET
     exit_code: int | UnsetType = UNSET
-    ready_s: float | None | UnsetType = UNSET
-    interrupted: str | None | UnsetType = UNSET
+    ready_s: float | UnsetType | None = UNSET
+    interrupted: str | UnsetType | None = UNSET
 
     @property
     def settings(self) -> RunSettings:
@@ -73,10 +75,9 @@ class TestRecord(msgspec.Struct, kw_only=True):
 
     @property
     def run_seed(self) -> Any:
-        """The seed as the configuration has it (the top-level copy where it has none)."""
-        if "seed" in self.config:
-            return self.config["seed"]
-        return None if self.seed is UNSET else self.seed
+        """The seed as the configuration has it (the top-level copy where it has none; UNSET
+        where neither is)."""
+        return self.config.get("seed", self.seed)
 
 
 def decode(data: bytes | str, where: str = "test.json") -> TestRecord:
