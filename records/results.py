@@ -175,18 +175,24 @@ def from_document(doc: Any, where: str = "results.json") -> Results:
     if isinstance(version, int) and version != RESULTS_FORMAT:
         raise RecordError(f"{where}: format_version {version}: this fencecheck reads format "
                           f"{RESULTS_FORMAT}")
-    checks = doc.get("checks")
-    if isinstance(checks, dict):
-        gathered: dict[str, Any] = {}
-        for name, c in checks.items():
-            if isinstance(c, dict):
-                c = _gather(c, _CHECK_FIELDS)
-                if isinstance(c.get("violations"), list):
-                    c["violations"] = [_gather(v, _VIOLATION_FIELDS) if isinstance(v, dict)
-                                       else v for v in c["violations"]]
-            gathered[name] = c
-        doc = {**doc, "checks": gathered}
-    return convert(doc, Results, where)
+    checks = doc.get("checks", {})
+    if not isinstance(checks, dict):
+        raise RecordError(f"{where}: checks: expected `object`, got `{type(checks).__name__}`")
+    rec = convert({k: v for k, v in doc.items() if k != "checks"}, Results, where)
+    # one check at a time, so that an error names the check (msgspec would say `checks[...]`)
+    rec.checks = {name: convert(_check_doc(c), Check, where, f"checks.{name}")
+                  for name, c in checks.items()}
+    return rec
+
+
+def _check_doc(c: Any) -> Any:
+    if not isinstance(c, dict):
+        return c
+    c = _gather(c, _CHECK_FIELDS)
+    if isinstance(c.get("violations"), list):
+        c["violations"] = [_gather(v, _VIOLATION_FIELDS) if isinstance(v, dict) else v
+                           for v in c["violations"]]
+    return c
 
 
 def to_document(rec: Results) -> dict[str, Any]:
