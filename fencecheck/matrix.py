@@ -297,7 +297,7 @@ def _stop_child(proc: subprocess.Popen[bytes], run_dir: Path | None) -> None:
     if run_dir is not None and (run_dir / "test.json").is_file():
         try:
             run_id = test_record.read(run_dir / "test.json").run_id
-        except RecordError as e:  # half-written by the killed child: nothing to tear down by
+        except RecordError as e:  # no run id to tear down by: say why
             log.warning("run killed: %s", e)
     if isinstance(run_id, str):
         argv = [sys.executable, "-m", "fencecheck", "teardown", "--run", run_id]

@@ -47,9 +47,8 @@ class RunData:
 
     @property
     def name(self) -> str:
-        name = self.test.name
-        return (name if name is not UNSET and name else None) or self.run_dir.parent.name \
-            or self.run_dir.name
+        name = "" if self.test.name is UNSET else self.test.name
+        return name or self.run_dir.parent.name or self.run_dir.name
 
     @property
     def config(self) -> dict[str, Any]:
