@@ -11,7 +11,11 @@ Types are strict (a token that is a string is an error naming the field); presen
 a reader can do without a field: a results.json without `valid` is unknown, a violation without
 ops names none. The checker writes every field; hand-made run folders often have a few.
 
-Bump `RESULTS_FORMAT` with any change a reader of results.json must know about.
+Bump `RESULTS_FORMAT` with any change a reader of results.json must know about, and upgrade the
+older format on decode. Format 0 is a file without `format_version` (written before results.json
+had a version): its op references and violations name their time `time`, not `time_ns`, and it
+has no `tool_version` and no incidents. `decode` reads it as format 1, so `encode` writes it back
+as format 1.
 """
 
 from __future__ import annotations
@@ -175,6 +179,8 @@ def from_document(doc: Any, where: str = "results.json") -> Results:
     if isinstance(version, int) and version != RESULTS_FORMAT:
         raise RecordError(f"{where}: format_version {version}: this fencecheck reads format "
                           f"{RESULTS_FORMAT}")
+    if "format_version" not in doc:
+        doc = _from_format_0(doc)
     checks = doc.get("checks", {})
     if not isinstance(checks, dict):
         raise RecordError(f"{where}: checks: expected `object`, got `{type(checks).__name__}`")
@@ -183,6 +189,31 @@ def from_document(doc: Any, where: str = "results.json") -> Results:
     rec.checks = {name: convert(_check_doc(c), Check, where, f"checks.{name}")
                   for name, c in checks.items()}
     return rec
+
+
+def _renamed_time(d: Any) -> Any:
+    if isinstance(d, dict) and "time" in d and "time_ns" not in d:
+        return {("time_ns" if k == "time" else k): v for k, v in d.items()}
+    return d
+
+
+def _from_format_0(doc: dict[str, Any]) -> dict[str, Any]:
+    """Format 0's `time` of an op reference and of a violation as format 1's `time_ns`."""
+    checks = doc.get("checks")
+    if not isinstance(checks, dict):
+        return doc
+    upgraded: dict[str, Any] = {}
+    for name, c in checks.items():
+        if isinstance(c, dict) and isinstance(c.get("violations"), list):
+            vs = []
+            for v in c["violations"]:
+                v = _renamed_time(v)
+                if isinstance(v, dict) and isinstance(v.get("ops"), list):
+                    v = {**v, "ops": [_renamed_time(o) for o in v["ops"]]}
+                vs.append(v)
+            c = {**c, "violations": vs}
+        upgraded[name] = c
+    return {**doc, "checks": upgraded}
 
 
 def _check_doc(c: Any) -> Any:

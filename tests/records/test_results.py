@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
+from msgspec import UNSET
 
 from fencecheck.checker.verdict import check_history
 from fencecheck.records import results as results_record
@@ -103,3 +104,36 @@ def test_a_report_of_a_results_json_with_a_bad_field_is_exit_3(tmp_path: Path) -
     assert r.returncode == 3, r.stdout + r.stderr
     assert "checks.mutex.violations[0].kind: expected `str`, got `int`" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+# Format 0: results.json before it had a version (tests/data/runs/*/results.json at c1aef61).
+FORMAT_0 = sorted((DATA / "records").glob("results-format0-*.json"))
+
+
+@pytest.mark.parametrize("path", FORMAT_0, ids=lambda p: p.stem)
+def test_a_format_0_results_json_loads_as_format_1(path: Path) -> None:
+    old = json.loads(path.read_text())
+    assert "format_version" not in old
+    rec = results_record.read(path)
+    assert rec.format_version == RESULTS_FORMAT and rec.valid == old["valid"]
+    for name, check in old["checks"].items():
+        got = rec.checks[name]
+        assert got.valid == check["valid"] and len(got.violations) == len(check["violations"])
+        for v, was in zip(got.violations, check["violations"], strict=True):
+            assert v.kind == was["kind"] and v.explanation == was["explanation"]
+            assert [o.time_ns for o in v.ops] == [o["time"] for o in was["ops"]]
+            assert v.time_ns == was.get("time", UNSET)
+    upgraded = json.loads(results_record.encode(rec))
+    assert list(SCHEMA.iter_errors(upgraded)) == []  # written back, it is a format 1 file
+    assert results_record.decode(results_record.encode(rec)) == rec
+
+
+def test_a_report_of_a_format_0_run_folder_shows_its_violations(tmp_path: Path) -> None:
+    from fencecheck.reports.html import write_report
+
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "runs" / "violations", run)
+    shutil.copy(DATA / "records" / "results-format0-violations.json", run / "results.json")
+    page = write_report(run).read_text()
+    assert "double-grant" in page and "stale-write-accepted" in page
+    assert "3.3050 s" in page  # the double grant's time, format 0's `time` of the violation
