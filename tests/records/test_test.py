@@ -12,7 +12,7 @@ from msgspec import UNSET
 
 from fencecheck.records import test as test_record
 from fencecheck.records.base import RecordError
-from fencecheck.records.test import TEST_FORMAT, TestRecord
+from fencecheck.records.test import TEST_FORMAT, RunSettings, TestRecord
 from fencecheck.replay import replay_config
 from tests.conftest import run_fencecheck
 from tests.records.conftest import RUNS
@@ -81,3 +81,9 @@ def test_replay_of_a_test_json_with_a_bad_field_is_exit_3(tmp_path: Path) -> Non
     assert r.returncode == 3, r.stdout + r.stderr
     assert "config.fencing: expected `bool`, got `str`" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_the_settings_readers_interpret_are_fields_of_run_config() -> None:
+    from fencecheck.config import RunConfig
+
+    assert set(RunSettings.__struct_fields__) <= set(RunConfig.model_fields)
