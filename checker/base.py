@@ -12,6 +12,9 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from fencecheck.records import results as results_record
+from fencecheck.records.results import RESULTS_FORMAT
+
 EventType = Literal["invoke", "ok", "fail", "info"]
 Completion = Literal["ok", "fail", "info"]
 Process = int | str
@@ -164,7 +167,7 @@ class CheckResult:
         return out
 
 
-FORMAT_VERSION = 1  # of results.json; bump on any change a reader must know about
+FORMAT_VERSION = RESULTS_FORMAT  # of results.json (fencecheck.records.results owns it)
 
 
 @dataclass(slots=True)
@@ -185,6 +188,10 @@ class Results:
             "checks": {name: c.to_json() for name, c in self.checks.items()},
             "stats": self.stats,
         }
+
+    def record(self) -> results_record.Results:
+        """results.json as its record: what the run folder, `--out` and `--json` get."""
+        return results_record.from_document(self.to_json(), "results")
 
     @property
     def violation_count(self) -> int:

@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msgspec import UNSET
+
+from fencecheck.records import test as test_record
+from fencecheck.records.base import RecordError
+
 # Mirrors fencecheck.workers.FINAL_READ_PROCESS_BASE; checker imports nothing above it.
 FINAL_READ_BASE = 1_000_000
 
@@ -77,11 +82,12 @@ def load_names(run_dir: Path) -> ProcessNames:
             if isinstance(w, int) and isinstance(c, int) and c > 0:
                 nodes[w] = conf_path.parent.name
                 concurrency = c
-    if concurrency is None:
-        test = _read(run_dir / "test.json") or {}
-        cfg = test.get("config")
-        c = cfg.get("concurrency") if isinstance(cfg, dict) else None
-        concurrency = c if isinstance(c, int) and c > 0 else None
+    if concurrency is None and (run_dir / "test.json").is_file():
+        try:
+            c = test_record.read(run_dir / "test.json").settings.concurrency
+        except RecordError:  # names are a courtesy: a bad test.json is reported by its reader
+            c = UNSET
+        concurrency = c if c is not UNSET and c > 0 else None
     return ProcessNames(concurrency, nodes)
 
 

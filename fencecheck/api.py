@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from msgspec import UNSET
+
 from fencecheck.checker.base import CheckerError, Results
 from fencecheck.config import ConfigError
 from fencecheck.recorder import HistoryRecorder, RecorderError
@@ -96,24 +98,24 @@ class Result:
 
     def summary(self) -> str:
         """Plain text: the verdict, each check's outcome, and every incident's story."""
-        data = self.to_json()
+        rec = self.results.record()
         head = {"valid": "VALID: no violation found", "invalid": "INVALID: violations found",
                 "unknown": "UNKNOWN: the checks could not decide"}[self.verdict]
         lines = [head]
         if self.run_dir is not None:
             lines.append(f"run folder: {self.run_dir}")
-        for name, check in data["checks"].items():
-            n = len(check.get("violations", []))
-            state = ("skipped" if check.get("skipped") and check["valid"] is True
-                     else {True: "ok", False: "violated"}.get(check["valid"], "unknown"))
-            note = f" ({check['skipped']})" if check.get("skipped") else ""
+        for name, check in rec.checks.items():
+            n = len(check.violations)
+            skipped = "" if check.skipped is UNSET else check.skipped
+            state = ("skipped" if skipped and check.valid is True else "ok" if check.valid is True
+                     else "violated" if check.valid is False else "unknown")
+            note = f" ({skipped})" if skipped else ""
             lines.append(f"  {name}: {state}" + (f", {n} violation(s)" if n else "") + note)
-        incidents = data.get("incidents", [])
-        for inc in incidents:
-            lines.append(f"incident {inc.get('id')}: {inc.get('story', '')}")
-        if not incidents:  # violations outside any incident still need a sentence each
-            lines.extend(f"{v['check']}: {v.get('kind')}: {v.get('explanation', '')}"
-                         for v in self.violations[:10])
+        for inc in rec.incidents:
+            lines.append(f"incident {inc.id}: {inc.story}")
+        if not rec.incidents:  # violations outside any incident still need a sentence each
+            lines.extend(f"{name}: {v.kind}: {v.explanation}"
+                         for name, v in rec.violations()[:10])
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from msgspec import UNSET
 from rich.console import Console
 
 from fencecheck.checker.base import CheckerError, Results
@@ -61,29 +62,31 @@ def _verdict_text(valid: Any) -> str:
 
 
 def print_summary(results: Results, console: Console = out) -> None:
-    console.print(_verdict_text(results.valid))
-    n_inc = len(results.incidents)
+    rec = results.record()
+    console.print(_verdict_text(rec.valid))
+    n_inc = len(rec.incidents)
     n_vio = results.violation_count
     if n_inc or n_vio:
         console.print(f"  {n_inc} incident{'s' if n_inc != 1 else ''}, "
                       f"{n_vio} violation{'s' if n_vio != 1 else ''}")
-    for inc in results.incidents[:5]:
-        console.print(f"  [bold]incident {inc['id']}[/]: {shown(inc['story'])}", soft_wrap=True)
-    if len(results.incidents) > 5:
-        console.print(f"  … and {len(results.incidents) - 5} more incidents (see results.json)")
-    reason = results.stats.get("unknown_reason")
-    if results.valid == "unknown" and reason:
+    for inc in rec.incidents[:5]:
+        console.print(f"  [bold]incident {inc.id}[/]: {shown(inc.story)}", soft_wrap=True)
+    if len(rec.incidents) > 5:
+        console.print(f"  … and {len(rec.incidents) - 5} more incidents (see results.json)")
+    reason = rec.stats.get("unknown_reason")  # stats: the checker's open table
+    if rec.valid == "unknown" and reason:
         console.print(f"  why: {shown(str(reason))}", soft_wrap=True)
-    for name, check in results.checks.items():
-        mark = ("[dim]skipped[/]" if check.skipped and check.valid is True
+    for name, check in rec.checks.items():
+        skipped = "" if check.skipped is UNSET else check.skipped
+        mark = ("[dim]skipped[/]" if skipped and check.valid is True
                 else "[green]ok[/]" if check.valid is True
                 else "[red]violated[/]" if check.valid is False else "[yellow]unknown[/]")
-        note = f": {shown(check.skipped)}" if check.skipped else ""
-        count = check.details.get("count", len(check.violations))
+        note = f": {shown(skipped)}" if skipped else ""
+        count = check.violation_count
         extra = f" — {count} violation(s)" if check.violations else ""
         console.print(f"  {name:<13} {mark}{extra}{note}")
-        if "duplicate_rate" in check.details:
-            d = check.details
+        if "duplicate_rate" in check.extra:  # the jobs check's own measures
+            d = check.extra
             console.print(f"    {d.get('jobs_executed_more_than_once', 0)} of "
                           f"{d.get('jobs_executed', 0)} jobs ran more than once "
                           f"({d['duplicate_rate']:.1%}; {d.get('mode', '?')} mode)")
@@ -91,7 +94,7 @@ def print_summary(results: Results, console: Console = out) -> None:
             console.print(f"    [red]{shown(v.kind)}[/]: {shown(v.explanation)}", soft_wrap=True)
         if len(check.violations) > 3:
             console.print(f"    … and {count - 3} more (see results.json)")
-    stats = results.stats
+    stats = rec.stats
     keys = [k for k in ("ops", "indeterminate_ops", "writes_rejected_by_fence",
                         "writes_accepted_after_lease_expired") if k in stats]
     if keys:
@@ -137,38 +140,39 @@ def check(
     if "model_chosen" in results.stats:
         err.print("note: the locks have no leases: also checked them against the mutex "
                   "model (--model to choose another)")
-    data = results.to_json()
-    text = json.dumps(data, indent=2)
+    from fencecheck.records import results as results_record
+
+    rec = results.record()
+    text = results_record.encode(rec).decode()
     if run_dir is not None:
         from fencecheck.rundir_check import rewrite
 
         try:
-            warning = rewrite(run_dir, data)
+            warning = rewrite(run_dir, rec)
         except OSError as e:
             fail(f"{run_dir}: results not written: {e.strerror or e}")
         if warning is not None:
             err.print(f"[yellow]warning:[/] {shown(warning)}", soft_wrap=True)
     if out_file is not None:
         try:
-            out_file.write_text(text + "\n")
+            out_file.write_text(text)
         except OSError as e:
             fail(f"--out {out_file}: {e.strerror or e}")
     if junit is not None:
         from fencecheck.reports.junit import write_check_junit
 
         try:
-            write_check_junit(junit, path, run_dir, data)
+            write_check_junit(junit, path, run_dir, rec)
         except OSError as e:
             fail(f"--junit {junit}: {e.strerror or e}")
     if json_out:
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(text)
     else:
         print_summary(results)
         if run_dir is not None:
             from fencecheck.checker.names import legend, load_names
 
-            named = [o.get("process") for c in data["checks"].values()
-                     for v in c.get("violations") or [] for o in v.get("ops") or []]
+            named = [o.process for _, v in rec.violations() for o in v.ops]
             if who := legend(load_names(run_dir), named):
                 out.print(f"  processes: {shown(who)}", soft_wrap=True)
     raise typer.Exit(results.exit_code)
@@ -176,10 +180,11 @@ def check(
 
 @app.command()
 def schema(
-    name: Annotated[str, typer.Argument(help="results (results.json) or history (one line of "
+    name: Annotated[str, typer.Argument(help="results (results.json), test (test.json), matrix "
+                                             "(matrix.json) or history (one line of "
                                              "history.jsonl)")],
 ) -> None:
-    """Print the JSON Schema of results.json or of a history line."""
+    """Print the JSON Schema of results.json, test.json, matrix.json or a history line."""
     from fencecheck.checker.schemas import NAMES
     from fencecheck.checker.schemas import schema as get
 

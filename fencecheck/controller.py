@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from fencecheck import backends
 from fencecheck.checker.base import Results
 from fencecheck.clusters.base import Cluster, LockService
@@ -33,8 +35,11 @@ from fencecheck.faults.base import (
 from fencecheck.merge import merge_logs
 from fencecheck.plan import REAL_PARTS, Parts, RunPlan, make_plan
 from fencecheck.progress import Progress, ProgressFn
+from fencecheck.records import results as results_record
+from fencecheck.records import test as test_record
+from fencecheck.records.test import TestRecord
 from fencecheck.resources import ResourceStart
-from fencecheck.runstore import new_run_dir, versions, write_json
+from fencecheck.runstore import new_run_dir, versions
 from fencecheck.schedule import EventLog, ScheduledFault, load_steps, run_schedule
 from fencecheck.signals import Interrupted, signals_raise
 from fencecheck.workers import (
@@ -85,16 +90,16 @@ def _run(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str,
     cfg = plan.cfg
     t0_ns = time.monotonic_ns()
     started = time.time()
-    test: dict[str, Any] = {
-        "run_id": run_id,
-        "name": cfg.test_name,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-        "config": {**cfg.model_dump(mode="json"), "client": cfg.client_name,
-                   "nodes": cfg.node_count, "nemesis": list(cfg.faults) or ["none"]},
-        "seed": cfg.seed,
-        "versions": versions(cfg.backend),
-    }
-    write_json(run_dir / "test.json", test)
+    test = TestRecord(
+        run_id=run_id,
+        name=cfg.test_name,
+        started=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        config={**cfg.model_dump(mode="json"), "client": cfg.client_name,
+                "nodes": cfg.node_count, "nemesis": list(cfg.faults) or ["none"]},
+        seed=cfg.seed,
+        versions=versions(cfg.backend),
+    )
+    test_record.write(run_dir / "test.json", test)
     log.info("run %s in %s", run_id, run_dir)
     workers: list[Worker] = []
     nemesis_log = EventLog(run_dir / "nemesis.jsonl", t0_ns)
@@ -119,18 +124,19 @@ def _run(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str,
     from fencecheck.checker.verdict import check_history
 
     results = check_history(run_dir, max_drift=cfg.max_drift, time_limit_s=60.0)
-    write_json(run_dir / "results.json", results.to_json())
+    record = results.record()
+    results_record.write(run_dir / "results.json", record)
     code = results.exit_code
     if interrupted is not None:
         code = 128 + interrupted.signum
-    first = results.stats.get("first_violation_ns")
-    test.update(duration_s=round(time.time() - started, 3), exit_code=code,
-                ready_s=ready_s, interrupted=str(interrupted) if interrupted else None)
-    write_json(run_dir / "test.json", test)
+    first = record.first_violation_ns
+    test_record.write(run_dir / "test.json", msgspec.structs.replace(
+        test, duration_s=round(time.time() - started, 3), exit_code=code, ready_s=ready_s,
+        interrupted=str(interrupted) if interrupted else None))
     if parts.report:
         _write_report(run_dir, progress)
     return RunOutcome(run_dir, results, code, str(interrupted) if interrupted else None,
-                      ready_s, first / 1e9 if isinstance(first, int) else None)
+                      ready_s, first / 1e9 if first is not None else None)
 
 
 def _write_report(run_dir: Path, progress: ProgressFn) -> None:

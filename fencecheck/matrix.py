@@ -305,9 +305,15 @@ def _stop_child(proc: subprocess.Popen[bytes], run_dir: Path | None) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    from fencecheck.records import test as test_record
+    from fencecheck.records.base import RecordError
+
     run_id = None
     if run_dir is not None and (run_dir / "test.json").is_file():
-        run_id = json.loads((run_dir / "test.json").read_text()).get("run_id")
+        try:
+            run_id = test_record.read(run_dir / "test.json").run_id
+        except RecordError as e:  # no run id to tear down by: say why
+            log.warning("run killed: %s", e)
     if isinstance(run_id, str):
         argv = [sys.executable, "-m", "fencecheck", "teardown", "--run", run_id]
         log.warning("run %s killed: %s", run_id, argv)
@@ -544,18 +550,20 @@ def write_junit(results: Sequence[RowResult], path: Path, suite: str) -> None:
 
 
 def write_matrix_json(outcome: MatrixOutcome, path: Path) -> None:
-    data = {
-        "exit_code": outcome.exit_code,
-        "compare": str(outcome.compare_html) if outcome.compare_html else None,
-        "rows": [{
-            "row": rr.row.label, "expect": rr.row.expect, "met": rr.met,
-            "runs": [{"seed": r.seed, "exit_code": r.exit_code, "verdict": r.verdict,
-                      "run_dir": str(r.run_dir) if r.run_dir else None,
-                      "report": str(r.report) if r.report else None,
-                      "duration_s": r.duration_s, "error": r.error} for r in rr.runs],
-        } for rr in outcome.rows],
-    }
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    from fencecheck.records import matrix as matrix_record
+    from fencecheck.records.matrix import MatrixRecord, MatrixRow, MatrixRun
+
+    matrix_record.write(path, MatrixRecord(
+        exit_code=outcome.exit_code,
+        compare=str(outcome.compare_html) if outcome.compare_html else None,
+        rows=[MatrixRow(
+            row=rr.row.label, expect=rr.row.expect, met=rr.met,
+            runs=[MatrixRun(seed=r.seed, exit_code=r.exit_code, verdict=r.verdict,
+                            run_dir=str(r.run_dir) if r.run_dir else None,
+                            report=str(r.report) if r.report else None,
+                            duration_s=r.duration_s, error=r.error) for r in rr.runs],
+        ) for rr in outcome.rows],
+    ))
 
 
 # ---- the child process: one run ---------------------------------------------------------------

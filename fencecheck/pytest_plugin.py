@@ -88,9 +88,9 @@ class _LockHistory:
             run_dir = store / name / f"{time.strftime('%Y%m%dT%H%M%S')}-{n}"
         run_dir.mkdir(parents=True)
         shutil.copyfile(path, run_dir / "history.jsonl")
-        import json
+        from fencecheck.records import results as results_record
 
-        (run_dir / "results.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        results_record.write(run_dir / "results.json", result.results.record())
         return run_dir
 
 

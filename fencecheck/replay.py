@@ -7,13 +7,13 @@ not replayed: a replay is a rerun that puts the faults where they were, not a re
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
 from fencecheck.config import ConfigError, RunConfig
+from fencecheck.records import test as test_record
+from fencecheck.records.base import RecordError
 from fencecheck.schedule import load_steps
 
 SCHEDULE = "schedule.json"
@@ -24,12 +24,16 @@ def replay_config(run_dir: Path, store: Path) -> RunConfig:
     is not a run with a schedule is a one-line ConfigError."""
     test_json, schedule = run_dir / "test.json", run_dir / SCHEDULE
     try:
-        recorded: Any = json.loads(test_json.read_text(encoding="utf-8"))["config"]
+        data = test_json.read_bytes()
     except OSError as e:
         raise ConfigError(f"--replay: {test_json}: cannot read: {e.strerror or e} "
                           "(expected a run directory)") from None
-    except (ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"--replay: {test_json}: not a run's test.json: {e}") from None
+    try:
+        recorded = test_record.decode(data, str(test_json)).config
+    except RecordError as e:
+        raise ConfigError(f"--replay: not a run's test.json: {e}") from None
+    if not recorded:
+        raise ConfigError(f"--replay: {test_json}: config: missing (not a run's test.json)")
     if not schedule.is_file():
         raise ConfigError(f"--replay: {schedule}: no recorded schedule (the run predates "
                           "schedule recording, or was stopped before its faults began)")

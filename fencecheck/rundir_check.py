@@ -10,12 +10,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
-from typing import Any
 
 from fencecheck.checker.base import CheckerError
+from fencecheck.records import results as results_record
+from fencecheck.records.results import Results
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +35,13 @@ def history_inside(run_dir: Path) -> Path:
     return target
 
 
-def rewrite(run_dir: Path, results: dict[str, Any]) -> str | None:
+def rewrite(run_dir: Path, results: Results) -> str | None:
     """Write results.json, then report.html from it; returns a warning if the report could not
     be made (the stale one is removed then)."""
-    from fencecheck.reports.html import write_atomic, write_report
+    from fencecheck.reports.html import write_report
 
     # a rename of a new file: a link in results.json's place is replaced, not written through
-    write_atomic(run_dir / "results.json", json.dumps(results, indent=2) + "\n")
+    results_record.write(run_dir / "results.json", results)
     report = run_dir / "report.html"
     try:
         write_report(run_dir)

@@ -25,11 +25,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from msgspec import UNSET
 
 from fencecheck.config import ConfigError
+from fencecheck.records import results as results_record
+from fencecheck.records import test as test_record
+from fencecheck.records.base import RecordError
 from fencecheck.schedule import Step, load_steps, write_steps
 
+T = TypeVar("T")
 RUN_SLACK_S = 240.0  # setup, teardown, check and report on top of a run's time limit
 
 
@@ -96,13 +102,14 @@ class Shrinker:
     time_limit_s: float = 30.0
 
     def load(self) -> None:
-        results = _json(self.run_dir / "results.json")
-        self.kinds = frozenset(v["kind"] for c in results["checks"].values()
-                               for v in c["violations"])
+        self.kinds = _read(results_record.read, self.run_dir / "results.json").kinds()
         if not self.kinds:
             raise ConfigError(f"shrink: {self.run_dir} found no violations: nothing to shrink")
-        test = _json(self.run_dir / "test.json")
-        self.time_limit_s = float(test["config"]["time_limit_s"])
+        test_json = self.run_dir / "test.json"
+        limit = _read(test_record.read, test_json).settings.time_limit_s
+        if limit is UNSET:
+            raise ConfigError(f"shrink: {test_json}: config.time_limit_s: missing")
+        self.time_limit_s = limit
         self.steps = load_steps(self.run_dir / "schedule.json")
         if not self.steps:
             raise ConfigError(f"shrink: {self.run_dir}: its schedule has no faults")
@@ -144,11 +151,10 @@ class Shrinker:
             return r.returncode, None, frozenset()
         run = Path(r.stdout.split("run directory:")[1].split()[0])
         try:
-            results = _json(run / "results.json")
+            results = _read(results_record.read, run / "results.json")
         except ConfigError:
             return r.returncode, run, frozenset()
-        return r.returncode, run, frozenset(v["kind"] for c in results["checks"].values()
-                                            for v in c["violations"])
+        return r.returncode, run, results.kinds()
 
     def shrink(self) -> list[int]:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -169,10 +175,9 @@ class Shrinker:
         return keep
 
 
-def _json(path: Path) -> Any:
+def _read(read: Callable[[Path], T], path: Path) -> T:
+    """A record file of the run; ConfigError (one line, exit 3) if it is missing or bad."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"shrink: {path}: cannot read: {e.strerror or e}") from None
-    except ValueError as e:
-        raise ConfigError(f"shrink: {path}: not JSON: {e}") from None
+        return read(path)
+    except RecordError as e:
+        raise ConfigError(f"shrink: {e}") from None

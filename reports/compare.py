@@ -20,6 +20,7 @@ from typing import Any, cast
 from urllib.parse import quote
 
 import pandas as pd
+from msgspec import UNSET
 
 from fencecheck.checker.base import NEMESIS
 from fencecheck.reports.html import env, static_text, write_atomic, write_report
@@ -98,7 +99,7 @@ def csv_safe(value: Any) -> Any:
 
 
 def _text(value: Any) -> str:
-    if value is None:
+    if value is None or value is UNSET:
         return "?"
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -111,25 +112,20 @@ def _first_violation_s(run: RunData) -> float | None:
     """The earliest time a violation was evident: the first-violation times the checks report,
     else the latest op of each violation."""
     times: list[float] = []
-    for check in ((run.results or {}).get("checks") or {}).values():
-        if not isinstance(check, dict):
+    for check in (run.results.checks if run.results is not None else {}).values():
+        if check.first_violation_ns is not UNSET:
+            times.append(check.first_violation_ns)
             continue
-        first = check.get("first_violation_ns")
-        if isinstance(first, int | float):
-            times.append(first)
-            continue
-        for v in check.get("violations") or []:
-            op_times = [t for o in v.get("ops") or []
-                        if isinstance(t := o.get("time_ns", o.get("time")), int)]
-            if op_times:
-                times.append(max(op_times))
+        for v in check.violations:
+            if v.ops:
+                times.append(max(o.time_ns for o in v.ops))
     return min(times) / NS if times else None
 
 
 def summarize(run_dir: Path, *, write_missing_report: bool = True,
               expect: str | None = None) -> RunSummary:
     run = load_run(run_dir)
-    cfg = run.config
+    cfg = run.settings
     client_ops = [op for op in run.ops if op.process != NEMESIS]
     lat = sorted(
         (op.end_time - op.time) / 1e6 for op in client_ops if op.end_time is not None
@@ -140,13 +136,13 @@ def summarize(run_dir: Path, *, write_missing_report: bool = True,
     return RunSummary(
         run_dir=run.run_dir,
         name=run.name,
-        started=str(run.test.get("started", run.run_dir.name)),
-        backend=_text(cfg.get("backend")),
-        client=_text(cfg.get("client")),
-        resource=_text(cfg.get("resource")),
-        workload=_text(cfg.get("workload", "lock")),
-        nemesis=_text(cfg.get("nemesis")),
-        fencing=_text(cfg.get("fencing")),
+        started=run.run_dir.name if run.test.started is UNSET else run.test.started,
+        backend=_text(cfg.backend),
+        client=_text(cfg.client),
+        resource=_text(cfg.resource),
+        workload=_text("lock" if cfg.workload is UNSET else cfg.workload),
+        nemesis=_text(cfg.nemesis),
+        fencing=_text(cfg.fencing),
         verdict=run.verdict,
         violations={**dict.fromkeys(KINDS, 0), **violation_counts(run.results)},
         ok_frac=sum(op.ok for op in client_ops) / len(client_ops) if client_ops else None,

@@ -22,9 +22,11 @@ from typing import Any
 from urllib.parse import quote
 
 import jinja2
+from msgspec import UNSET
 
 from fencecheck.checker.base import NEMESIS, Op
 from fencecheck.checker.names import ProcessNames, load_names
+from fencecheck.records.results import OpRef, Results, Violation, check_details
 from fencecheck.reports import figures
 from fencecheck.reports.incidents import incident_views
 from fencecheck.reports.rundata import RunData, load_run, store_of, violation_counts
@@ -41,9 +43,6 @@ log = logging.getLogger(__name__)
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
-VIOLATION_KEYS = ("check", "kind", "lock", "key", "ops", "explanation", "incident")
-
-
 @cache
 def env() -> jinja2.Environment:
     e = jinja2.Environment(
@@ -129,18 +128,30 @@ def _fmt(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def _op_row(op: Op | None, ref: dict[str, Any], names: ProcessNames | None = None
+def _op_row(op: Op | None, ref: OpRef, names: ProcessNames | None = None
             ) -> dict[str, Any]:
     """A violation's op for the template: what the history says, located on the timeline."""
-    t0 = (op.time if op else int(ref.get("time_ns", ref.get("time")) or 0)) / NS
+    return _row(op, ref.index, ref.process, "" if ref.f is UNSET else ref.f, ref.token,
+                ref.time_ns, names)
+
+
+def _extra_row(op: Op | None, index: int, extra: dict[str, Any]) -> dict[str, Any]:
+    """An op named in a violation's extra field (open JSON: a counterexample's `op`)."""
+    return _row(op, index, extra.get("process"), extra.get("f", ""), extra.get("token"),
+                int(extra.get("time_ns", extra.get("time")) or 0))
+
+
+def _row(op: Op | None, index: int, process: Any, f: Any, token: Any, time_ns: int,
+         names: ProcessNames | None = None) -> dict[str, Any]:
+    t0 = (op.time if op else time_ns) / NS
     end = op.end_time if op is not None else None
     t1 = end / NS if end is not None else t0
     return {
-        "index": ref.get("index"),
-        "process": names.label(ref.get("process")) if names else _fmt(ref.get("process")),
-        "f": op.f if op else _fmt(ref.get("f", "")),
+        "index": index,
+        "process": names.label(process) if names else _fmt(process),
+        "f": op.f if op else _fmt(f),
         "type": op.type if op else "",
-        "token": _fmt(ref.get("token")),
+        "token": _fmt(token),
         "value": _fmt(op.value) if op and op.value is not None else "",
         "error": (op.error or "") if op else "",
         "t0": t0,
@@ -148,19 +159,18 @@ def _op_row(op: Op | None, ref: dict[str, Any], names: ProcessNames | None = Non
     }
 
 
-def _extras(v: dict[str, Any], by_index: dict[int, Op]) -> list[dict[str, Any]]:
+def _extras(v: Violation, by_index: dict[int, Op]) -> list[dict[str, Any]]:
     """A violation's other fields (e.g. a linearizability counterexample) for display: op indexes
     become timeline links, the rest is shown as JSON text."""
     out: list[dict[str, Any]] = []
-    for k, val in v.items():
-        if k in VIOLATION_KEYS:
-            continue
+    fields = {} if v.time_ns is UNSET else {"time_ns": v.time_ns}
+    for k, val in {**fields, **v.extra}.items():
         if k.endswith("_ns") and isinstance(val, int | float):
             out.append({"name": k, "ops": None, "text": f"{val / NS:.4f} s"})
             continue
         refs = _as_refs(val, names_ops=any(w in k for w in ("op", "prefix", "index")))
         if refs is not None:
-            ops = [_op_row(by_index.get(i), {"index": i, **r}) for i, r in refs]
+            ops = [_extra_row(by_index.get(i), i, r) for i, r in refs]
             out.append({"name": k, "ops": ops, "text": None})
         else:
             out.append({"name": k, "ops": None, "text": _fmt(val)})
@@ -184,26 +194,24 @@ def _as_refs(val: Any, names_ops: bool) -> list[tuple[int, dict[str, Any]]] | No
     return refs
 
 
-def _cards(violations: Sequence[dict[str, Any]], by_index: dict[int, Op],
+def _cards(violations: Sequence[tuple[str, Violation]], by_index: dict[int, Op],
            names: ProcessNames | None = None) -> list[dict[str, Any]]:
     cards = []
-    for n, v in enumerate(violations):
-        refs = [r for r in v.get("ops") or [] if isinstance(r, dict)]
-        rows = [_op_row(by_index.get(r.get("index", -1)), r, names) for r in refs]
+    for n, (check, v) in enumerate(violations):
+        rows = [_op_row(by_index.get(r.index), r, names) for r in v.ops]
         extras = _extras(v, by_index)
         spans = rows + [o for e in extras if e["ops"] for o in e["ops"]]
         cards.append(
             {
                 "n": n + 1,
-                "kind": _fmt(v.get("kind", "?")),
-                "check": _fmt(v.get("check", "")),
+                "kind": v.kind,
+                "check": check,
                 "where": (
-                    f"lock {_fmt(v['lock'])}"
-                    if "lock" in v
-                    else f"key {_fmt(v['key'])}" if "key" in v else ""
+                    f"lock {v.lock}" if v.lock is not UNSET
+                    else f"key {v.key}" if v.key is not UNSET else ""
                 ),
-                "explanation": _fmt(v.get("explanation", "")),
-                "incident": v.get("incident"),
+                "explanation": v.explanation,
+                "incident": None if v.incident is UNSET else v.incident,
                 "ops": rows,
                 "extras": extras,
                 "t0": min((o["t0"] for o in spans), default=0.0),
@@ -213,21 +221,16 @@ def _cards(violations: Sequence[dict[str, Any]], by_index: dict[int, Op],
     return cards
 
 
-def _checks(results: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _checks(results: Results | None) -> list[dict[str, Any]]:
     rows = []
-    checks = (results or {}).get("checks") or {}
-    for name, c in checks.items():
-        if not isinstance(c, dict):
-            continue
-        details = {
-            k: _fmt(v) for k, v in c.items() if k not in ("valid", "violations", "skipped")
-        }
+    for name, c in (results.checks if results is not None else {}).items():
+        details = {k: _fmt(v) for k, v in check_details(c).items()}
         rows.append(
             {
                 "name": name,
-                "valid": _fmt(c.get("valid")),
-                "violations": len(c.get("violations") or []),
-                "skipped": _fmt(c.get("skipped") or ""),
+                "valid": _fmt(c.valid),
+                "violations": len(c.violations),
+                "skipped": "" if c.skipped is UNSET else c.skipped,
                 "details": details,
             }
         )
@@ -262,11 +265,9 @@ def render_report(run: RunData, plotly_src: str) -> str:
     names = load_names(run.run_dir)
     cards = _cards(violations, by_index, names)
     card_of: dict[tuple[str, int], int] = {}
-    for name, check in ((run.results or {}).get("checks") or {}).items():
-        if isinstance(check, dict):
-            for pos, v in enumerate(check.get("violations") or []):
-                if isinstance(v, dict):
-                    card_of[(name, pos)] = len(card_of) + 1
+    for name, check in (run.results.checks if run.results is not None else {}).items():
+        for pos in range(len(check.violations)):
+            card_of[(name, pos)] = len(card_of) + 1
     incidents = incident_views(run.results, ops, names, card_of)
     highlight = {
         o["index"] for c in cards for o in c["ops"] if isinstance(o["index"], int)
@@ -287,18 +288,18 @@ def render_report(run: RunData, plotly_src: str) -> str:
     }
     test = run.test
     config = run.config
-    versions = test.get("versions") if isinstance(test.get("versions"), dict) else {}
+    versions = {} if test.versions is UNSET else test.versions
     verdict = run.verdict
     kinds = Counter(c["kind"] for c in cards)
     for kind, n in violation_counts(run.results).items():  # checks list at most 100 each
         kinds[kind] = max(kinds[kind], n)
     context = {
         "title": run.name,
-        "run_id": _fmt(test.get("run_id", run.run_dir.name)),
+        "run_id": run.run_dir.name if test.run_id is UNSET else test.run_id,
         "run_dir_name": run.run_dir.name,
-        "started": _fmt(test.get("started", "")),
-        "duration_s": test.get("duration_s"),
-        "exit_code": test.get("exit_code"),
+        "started": "" if test.started is UNSET else test.started,
+        "duration_s": None if test.duration_s is UNSET else test.duration_s,
+        "exit_code": None if test.exit_code is UNSET else test.exit_code,
         "verdict": verdict,
         "kinds": sorted(kinds.items()),
         "n_violations": sum(kinds.values()),
@@ -319,10 +320,10 @@ def render_report(run: RunData, plotly_src: str) -> str:
         "grants": len(possibly),
         "availability": availability(ops, windows),
         "checks": _checks(run.results),
-        "stats": {k: _fmt(v) for k, v in ((run.results or {}).get("stats") or {}).items()},
+        "stats": {k: _fmt(v) for k, v in (run.results.stats if run.results else {}).items()},
         "config": {k: _fmt(v) for k, v in config.items()},
-        "seed": _fmt(config.get("seed", test.get("seed", ""))),
-        "versions": {k: _fmt(v) for k, v in (versions or {}).items()},
+        "seed": _fmt("" if (seed := test.run_seed) is UNSET else seed),
+        "versions": {k: _fmt(v) for k, v in versions.items()},
         "logs": [p.as_posix() for p in run.logs],
         "files": _run_files(run),
         "partition_drawing": figures.partition_drawing,

@@ -15,8 +15,11 @@ import bisect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from msgspec import UNSET, UnsetType
+
 from fencecheck.checker.base import NEMESIS, Op
 from fencecheck.checker.names import ProcessNames, fault_target, legend
+from fencecheck.records.results import Fault, Grant, Incident, Results, Violation
 
 WIDTH = 980
 LEFT = 190  # room for lane names
@@ -28,52 +31,42 @@ NS = 1e9
 LATE_WRITE_NS = 60 * 10**9  # a write invoked this long before the window may still end in it
 
 
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+def _ns(v: int | UnsetType | None) -> int | None:
+    return None if v is UNSET else v
 
 
-def incident_violations(results: Mapping[str, Any], incident: Mapping[str, Any]
-                        ) -> list[tuple[str, int, dict[str, Any]]]:
+def incident_violations(results: Results, incident: Incident
+                        ) -> list[tuple[str, int, Violation]]:
     """(check, position, violation) of an incident: by the violations' own `incident` id, else
     by the incident's `violations` references (`n` = position in that check's list)."""
-    checks = results.get("checks") or {}
-    found: list[tuple[str, int, dict[str, Any]]] = []
-    for name, c in checks.items():
-        for n, v in enumerate((c or {}).get("violations") or []):
-            if isinstance(v, dict) and v.get("incident") == incident.get("id"):
-                found.append((name, n, v))
+    found = [(name, n, v) for name, c in results.checks.items()
+             for n, v in enumerate(c.violations) if v.incident == incident.id]
     if found:
         return found
-    for ref in incident.get("violations") or []:
-        name, pos = ref.get("check"), _int(ref.get("n"))
-        vs = (checks.get(name) or {}).get("violations") or []
-        if pos is not None and 0 <= pos < len(vs) and isinstance(vs[pos], dict):
-            found.append((str(name), pos, vs[pos]))
+    for ref in incident.violations:
+        check = results.checks.get(ref.check)
+        if check is not None and ref.n < len(check.violations):
+            found.append((ref.check, ref.n, check.violations[ref.n]))
     return found
 
 
-def _damaging_write(v: Mapping[str, Any]) -> int | None:
+def _damaging_write(v: Violation) -> int | None:
     """The index of the write that did a violation's damage: a write accepted after another
     grant's write with a higher token. stale-write-accepted: its second op; interleaved-writes
     (a1, b, a2): whichever of b and a2 carries the lower token (b when tokens are unknown).
     None for kinds that are not about writes."""
-    ops = [r for r in v.get("ops") or [] if isinstance(r, dict)]
-    if v.get("kind") not in ("stale-write-accepted", "interleaved-writes") or len(ops) < 2:
+    ops = v.ops
+    if v.kind not in ("stale-write-accepted", "interleaved-writes") or len(ops) < 2:
         return None
-    later = [r for r in ops[1:] if r.get("f", "write") == "write"]
-    tokens = [r.get("token") for r in later]
-    if later and all(isinstance(t, int) for t in tokens):
-        return _int(min(later, key=lambda r: int(r["token"])).get("index"))
-    return _int(later[0].get("index")) if later else None
+    later = [r for r in ops[1:] if r.f in ("write", UNSET)]
+    if later and all(r.token is not None for r in later):
+        return min(later, key=lambda r: r.token or 0).index
+    return later[0].index if later else None
 
 
-def _t(ref: Mapping[str, Any] | None, key: str) -> int | None:
-    return None if ref is None else _int(ref.get(key))
-
-
-def _fault_label(fault: Mapping[str, Any]) -> str:
-    f = str(fault.get("f") or "fault").removeprefix("start-")
-    target = fault_target(fault.get("value"))
+def _fault_label(fault: Fault) -> str:
+    f = (fault.f or "fault").removeprefix("start-")
+    target = fault_target(fault.value)
     return f"{f} of {target}" if target else f
 
 
@@ -120,33 +113,33 @@ def _writes(ops: Sequence[Op], process: Any, lock: str, t0: int, t1: int,
     return [op for op in ws if op.index in keep]
 
 
-def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
+def incident_view(incident: Incident, results: Results,
                   by_index: Mapping[int, Op], client_ops: Mapping[Any, Sequence[Op]],
                   names: ProcessNames, card_of: Mapping[tuple[str, int], int]) -> dict[str, Any]:
     """One incident as shapes for the SVG template, with its paragraph and violation links."""
-    lock = str(incident.get("lock", ""))
-    stale = incident.get("stale_grant") or {}
-    nxt = incident.get("next_grant") or None
-    fault = incident.get("fault") or None
+    lock = incident.lock
+    stale = incident.stale_grant
+    nxt = incident.next_grant
+    fault = incident.fault
     vs = incident_violations(results, incident)
-    stale_p = stale.get("process")
-    next_p = nxt.get("process") if nxt else None
-    stale_op = by_index.get(_int(stale.get("index")) or -1)
-    next_op = by_index.get(_int(nxt.get("index")) or -1) if nxt else None
+    stale_p = stale.process
+    next_p = nxt.process if nxt else None
+    stale_op = by_index.get(stale.index)
+    next_op = by_index.get(nxt.index) if nxt else None
     damaging = {i for _, _, v in vs if (i := _damaging_write(v)) is not None}
-    ok_ns = _t(stale, "ok_time_ns") or (stale_op.end_time if stale_op else None) or 0
-    end_ns = _t(stale, "surely_held_end_ns") or ok_ns
+    ok_ns = _ns(stale.ok_time_ns) or (stale_op.end_time if stale_op else None) or 0
+    end_ns = _ns(stale.surely_held_end_ns) or ok_ns
     times = [stale_op.time if stale_op else ok_ns, ok_ns, end_ns]
     times += [by_index[i].end_time or by_index[i].time for i in damaging if i in by_index]
     if nxt is not None:
-        times.append(_t(nxt, "ok_time_ns") or 0)
+        times.append(_ns(nxt.ok_time_ns) or 0)
     times = [t for t in times if t]
     span = max(times) - min(times) if times else 0
     pad = max(span // 12, 20_000_000)
     t0, t1 = min(times) - pad, max(times) + pad
     if fault is not None:
-        fs = _t(fault, "start_time_ns")
-        if fs is not None and fs < t0 and t0 - fs < 3 * (t1 - t0):
+        fs = fault.start_time_ns
+        if fs < t0 and t0 - fs < 3 * (t1 - t0):
             t0 = fs - pad // 2  # the pause's start belongs in the picture when near
     sc = _Scale(t0, t1)
 
@@ -162,20 +155,20 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
 
     shapes: dict[str, Any] = {"bars": [], "arrows": [], "faults": [], "marks": [], "labels": []}
     if fault is not None:
-        fs = _t(fault, "start_time_ns") or t0
-        fe = _t(fault, "end_time_ns")
+        fs = fault.start_time_ns or t0
+        fe = fault.end_time_ns
         shapes["faults"].append({
             "x0": sc.x(fs), "x1": sc.x(fe if fe is not None else t1), "y": y["stale"],
             "label": _fault_label(fault) + ("" if fe is not None else " (not healed)"),
         })
     shapes["bars"].append({"x0": sc.x(ok_ns), "x1": sc.x(end_ns), "y": y["stale"],
-                           "cls": "lease", "label": f"lease, token {stale.get('token')}"})
+                           "cls": "lease", "label": f"lease, token {stale.token}"})
     x_end = sc.x(end_ns)
     shapes["marks"].append({"x": x_end, "anchor": "end" if x_end > WIDTH - 300 else "start",
                             "label": f"lease of p{stale_p} surely over at {end_ns / NS:.3f} s"})
 
-    def grant_arrows(op: Op | None, ref: Mapping[str, Any], lane_y: int) -> None:
-        ok_t = _t(ref, "ok_time_ns") or (op.end_time if op else None)
+    def grant_arrows(op: Op | None, ref: Grant, lane_y: int) -> None:
+        ok_t = _ns(ref.ok_time_ns) or (op.end_time if op else None)
         if ok_t is None:
             return
         inv_t = op.time if op is not None else ok_t
@@ -187,20 +180,20 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
         # Left of the arrow, where the writes that follow a grant do not draw.
         left = x - LEFT > 110
         shapes["labels"].append({"x": x - 5 if left else x + 5, "y": (y["lock"] + lane_y) / 2 + 4,
-                                 "text": f"ok, token {ref.get('token')}", "cls": "grant",
+                                 "text": f"ok, token {ref.token}", "cls": "grant",
                                  "anchor": "end" if left else "start"})
 
     grant_arrows(stale_op, stale, y["stale"])
     if nxt is not None:
         grant_arrows(next_op, nxt, y_next)
-        next_ok = _t(nxt, "ok_time_ns") or t1
+        next_ok = _ns(nxt.ok_time_ns) or t1
         bar_end = _grant_end(client_ops, next_op, t1) if next_op else t1
         shapes["bars"].append({"x0": sc.x(next_ok), "x1": sc.x(bar_end), "y": y_next,
-                               "cls": "lease-next", "label": f"lease, token {nxt.get('token')}"})
+                               "cls": "lease-next", "label": f"lease, token {nxt.token}"})
     damage: list[str] = []
     drawn: set[Any] = set()
-    lanes_of = ((stale_p, y["stale"], stale.get("token")),
-                (next_p, y_next, nxt.get("token") if nxt else None))
+    lanes_of = ((stale_p, y["stale"], stale.token),
+                (next_p, y_next, nxt.token if nxt else None))
     for p, lane_y, token in lanes_of:
         if p is None or p in drawn:
             continue
@@ -227,22 +220,19 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
     ticks = [t0 + (t1 - t0) * k // 5 for k in range(6)]
     height = TOP + (len(lanes) - 1) * LANE_GAP + 56
     return {
-        "id": incident.get("id"),
+        "id": incident.id,
         "lock": lock,
-        "kinds": list(incident.get("kinds") or []),
-        "story": str(incident.get("story") or ""),
+        "kinds": list(incident.kinds),
+        "story": incident.story,
         # the story says "process 4": which node that was
-        "legend": legend(names, [stale_p, next_p, *(
-            r.get("process") for _, _, v in vs for r in v.get("ops") or [] if isinstance(r, dict)
-        )]),
+        "legend": legend(names, [stale_p, next_p, *(r.process for _, _, v in vs for r in v.ops)]),
         "stale": names.label(stale_p),
-        "stale_token": stale.get("token"),
+        "stale_token": stale.token,
         "next": names.label(next_p) if nxt is not None else None,
-        "next_token": nxt.get("token") if nxt else None,
+        "next_token": nxt.token if nxt else None,
         "fault": _fault_label(fault) if fault else None,
         "damage": damage,
-        "links": [{"check": c, "n": card_of.get((c, n)), "kind": str(v.get("kind", "?"))}
-                  for c, n, v in vs],
+        "links": [{"check": c, "n": card_of.get((c, n)), "kind": v.kind} for c, n, v in vs],
         "width": WIDTH, "height": height, "left": LEFT, "right": WIDTH - RIGHT,
         "lanes": lanes, "axis_y": height - 24,
         "ticks": [{"x": sc.x(t), "label": f"{t / NS:.2f} s"} for t in ticks],
@@ -250,15 +240,16 @@ def incident_view(incident: Mapping[str, Any], results: Mapping[str, Any],
     }
 
 
-def incident_views(results: Mapping[str, Any] | None, ops: Sequence[Op],
+def incident_views(results: Results | None, ops: Sequence[Op],
                    names: ProcessNames, card_of: Mapping[tuple[str, int], int]
                    ) -> list[dict[str, Any]]:
     """Every incident of results, drawn; none when results carry no incidents."""
-    incidents = (results or {}).get("incidents") or []
+    if results is None:
+        return []
     by_index = {op.index: op for op in ops}
     client_ops: dict[Any, list[Op]] = {}
     for op in ops:
         if op.process != NEMESIS:
             client_ops.setdefault(op.process, []).append(op)
-    return [incident_view(i, results or {}, by_index, client_ops, names, card_of)
-            for i in incidents if isinstance(i, dict)]
+    return [incident_view(i, results, by_index, client_ops, names, card_of)
+            for i in results.incidents]

@@ -17,8 +17,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
+from msgspec import UNSET
+
+from fencecheck.records.results import Results
 from fencecheck.reports.html import write_atomic
 from fencecheck.reports.rundata import (
     ReportError,
@@ -72,25 +74,25 @@ def case_of_run(run_dir: Path, *, classname: str | None = None, name: str | None
     except ReportError as e:
         return Case(classname or run_dir.name, name or run_dir.name, "bad-run-dir", expect,
                     detail=str(e))
-    seed = run.config.get("seed", run.test.get("seed"))
+    seed = None if (s := run.test.run_seed) is UNSET else s
     props: list[tuple[str, str]] = [("seed", str(seed)), ("run_dir", str(run.run_dir))]
     report = run.run_dir / "report.html"
     if report.is_file():
         props.append(("report", str(report)))
-    versions = run.test.get("versions")
-    if isinstance(versions, dict):
-        props += [(f"version.{k}", str(v)) for k, v in sorted(versions.items())]
-    if run.results is not None and run.results.get("tool_version"):
-        props.append(("tool_version", str(run.results["tool_version"])))
+    if run.test.versions is not UNSET:
+        props += [(f"version.{k}", str(v)) for k, v in sorted(run.test.versions.items())]
+    if run.results is not None and run.results.tool_version:
+        props.append(("tool_version", run.results.tool_version))
+    settings = run.settings
     for k in ("backend", "client", "resource", "workload", "nemesis", "fencing"):
-        if k in run.config:
-            v = run.config[k]
+        v = getattr(settings, k)
+        if v is not UNSET:
             text = ("+".join(map(str, v)) or "none" if isinstance(v, list)
                     else ("on" if v else "off") if isinstance(v, bool) else str(v))
             props.append((f"config.{k}", text))
     if expect:
         props.append(("expect", expect))
-    duration = run.test.get("duration_s") if duration_s is None else duration_s
+    duration = run.test.duration_s if duration_s is None else duration_s
     return Case(
         classname=classname or run.name,
         name=name or f"seed {seed}",
@@ -99,8 +101,7 @@ def case_of_run(run_dir: Path, *, classname: str | None = None, name: str | None
         duration_s=float(duration) if isinstance(duration, int | float) else 0.0,
         exit_code=exit_code,
         properties=tuple(props),
-        violations=tuple(f"[{v.get('kind', '?')}] {v.get('explanation', '')}"
-                         for v in run.violations),
+        violations=tuple(f"[{v.kind}] {v.explanation}" for _, v in run.violations),
         counts=tuple(sorted(violation_counts(run.results).items())),
         where=str(report if report.is_file() else run.run_dir),
     )
@@ -206,7 +207,7 @@ def write_junit(run_dirs: Sequence[Path], path: Path, suite: str,
 
 
 def write_check_junit(path: Path, source: Path, run_dir: Path | None,
-                      results: dict[str, Any]) -> None:
+                      results: Results) -> None:
     """`fencecheck check --junit`: one case, for a run folder (as `run` writes it) or for a bare
     history file (named after the file; results as just computed)."""
     if run_dir is not None:
@@ -215,9 +216,8 @@ def write_check_junit(path: Path, source: Path, run_dir: Path | None,
     case = Case(
         classname=source.stem, name=source.name, verdict=verdict_of(results),
         properties=(("history", str(source.resolve())),
-                    ("tool_version", str(results.get("tool_version", "")))),
-        violations=tuple(f"[{v.get('kind', '?')}] {v.get('explanation', '')}"
-                         for v in violations_of(results)),
+                    ("tool_version", results.tool_version)),
+        violations=tuple(f"[{v.kind}] {v.explanation}" for _, v in violations_of(results)),
         counts=tuple(sorted(violation_counts(results).items())),
         where=str(source.resolve()),
     )

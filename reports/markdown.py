@@ -21,7 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+
+from msgspec import UNSET
+
+from fencecheck.records import matrix as matrix_record
+from fencecheck.records import results as results_record
+from fencecheck.records import test as test_record
+from fencecheck.records.test import RunSettings
 
 # client name -> (what it is, the Python distribution whose version the table names, if any)
 LIBRARIES: dict[str, tuple[str, str | None]] = {
@@ -69,11 +75,6 @@ class Line:
     met: bool
 
 
-def _load(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
-
-
 def _version(dist: str | None) -> str:
     """The " [dist version]" suffix: the distribution the client runs on, as installed here."""
     if dist is None:
@@ -87,39 +88,37 @@ def _version(dist: str | None) -> str:
 def lines(out_dir: Path) -> list[Line]:
     """One `Line` per row of the matrix output in out_dir (rows whose runs left no test.json
     are reported with what matrix.json knows)."""
-    matrix = _load(out_dir / "matrix.json")
+    matrix = matrix_record.read(out_dir / "matrix.json")
     out: list[Line] = []
-    for row in matrix["rows"]:
-        runs = row["runs"]
-        config: dict[str, Any] = {}
+    for row in matrix.rows:
+        config: RunSettings | None = None
         kinds: set[str] = set()
         firsts: list[float] = []
         found = 0
-        for run in runs:
-            run_dir = Path(run["run_dir"]) if run.get("run_dir") else None
-            if run_dir is not None and (run_dir / "test.json").is_file():
-                config = config or _load(run_dir / "test.json")["config"]
-            if run.get("verdict") != "invalid":
+        for run in row.runs:
+            run_dir = Path(run.run_dir) if run.run_dir else None
+            if config is None and run_dir is not None and (run_dir / "test.json").is_file():
+                config = test_record.read(run_dir / "test.json").settings
+            if run.verdict != "invalid":
                 continue
             found += 1
             if run_dir is not None and (run_dir / "results.json").is_file():
-                results = _load(run_dir / "results.json")
-                for check in results.get("checks", {}).values():
-                    kinds.update(v["kind"] for v in check.get("violations", []))
-                first = results.get("stats", {}).get("first_violation_ns")
-                if isinstance(first, int):
+                results = results_record.read(run_dir / "results.json")
+                kinds |= results.kinds()
+                if (first := results.first_violation_ns) is not None:
                     firsts.append(first / 1e9)
-        client = str(config.get("client", "?"))
+        cfg = config or RunSettings()
+        client = "?" if cfg.client is UNSET else cfg.client
         what, dist = LIBRARIES.get(client, (client, None))
-        opts = config.get("client_options") or {}
+        opts = {} if cfg.client_options is UNSET else cfg.client_options
         out.append(Line(
-            row=row["row"], library=what + _version(dist), client=client,
-            backend=str(config.get("backend", "?")),
-            fault="+".join(config.get("nemesis") or ["?"]),
-            fenced=bool(config.get("fencing")),
+            row=row.row, library=what + _version(dist), client=client,
+            backend="?" if cfg.backend is UNSET else cfg.backend,
+            fault="+".join(cfg.nemesis if cfg.nemesis is not UNSET and cfg.nemesis else ["?"]),
+            fenced=cfg.fencing is True,
             options=", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(opts.items())),
-            expect=row["expect"], seeds=len(runs), found=found, kinds=tuple(sorted(kinds)),
-            first_s=statistics.median(firsts) if firsts else None, met=bool(row["met"]),
+            expect=row.expect, seeds=len(row.runs), found=found, kinds=tuple(sorted(kinds)),
+            first_s=statistics.median(firsts) if firsts else None, met=row.met,
         ))
     return out
 

@@ -1,26 +1,34 @@
 """Reading a run directory: test.json, results.json, the history's ops, node logs.
 
 `load_run(run_dir)` gathers what the report, the comparison matrix and JUnit output need.
-`find_runs(paths)` expands stores into run directories. Results stay plain JSON dicts (the
-results.json contract of DESIGN.md) so reports also read results written by older checkers.
+`find_runs(paths)` expands stores into run directories. test.json and results.json are read
+through their records (fencecheck.records), which also read the files older releases wrote; a
+file that is not as specified is a ReportError naming the field.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from msgspec import UNSET
 
 from fencecheck.checker.base import CheckerError, Op
+from fencecheck.records import results as results_record
+from fencecheck.records import test as test_record
+from fencecheck.records.base import RecordError
+from fencecheck.records.results import Results, Violation
+from fencecheck.records.test import RunSettings, TestRecord
 
 log = logging.getLogger(__name__)
 
 RUN_DIR_NAME = re.compile(r"^\d{8}T\d{6}")
+T = TypeVar("T")
 
 
 class ReportError(Exception):
@@ -32,19 +40,25 @@ class RunData:
     """Everything read from one run directory."""
 
     run_dir: Path
-    test: dict[str, Any]
-    results: dict[str, Any] | None  # None when results.json is missing and no checker ran
+    test: TestRecord  # empty where the folder has no test.json
+    results: Results | None  # None when results.json is missing and no checker ran
     ops: tuple[Op, ...]
     logs: tuple[Path, ...]  # node and controller logs, relative to run_dir
 
     @property
     def name(self) -> str:
-        return str(self.test.get("name") or self.run_dir.parent.name or self.run_dir.name)
+        name = "" if self.test.name is UNSET else self.test.name
+        return name or self.run_dir.parent.name or self.run_dir.name
 
     @property
     def config(self) -> dict[str, Any]:
-        cfg = self.test.get("config")
-        return cfg if isinstance(cfg, dict) else {}
+        """The whole configuration as recorded (RunConfig's fields)."""
+        return self.test.config
+
+    @property
+    def settings(self) -> RunSettings:
+        """The configuration's fields that reports interpret, typed."""
+        return self.test.settings
 
     @property
     def verdict(self) -> str:
@@ -52,69 +66,54 @@ class RunData:
         return verdict_of(self.results)
 
     @property
-    def violations(self) -> list[dict[str, Any]]:
+    def violations(self) -> list[tuple[str, Violation]]:
         return violations_of(self.results)
 
 
-def verdict_of(results: dict[str, Any] | None) -> str:
+def verdict_of(results: Results | None) -> str:
     if results is None:
         return "no results"
-    valid = results.get("valid")
-    if valid is True:
+    if results.valid is True:
         return "valid"
-    if valid is False:
+    if results.valid is False:
         return "invalid"
     return "unknown"
 
 
-def violations_of(results: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Every violation of every check, each with its check's name under "check"."""
-    out: list[dict[str, Any]] = []
-    if results is None:
-        return out
-    checks = results.get("checks")
-    if not isinstance(checks, dict):
-        return out
-    for name, check in checks.items():
-        if not isinstance(check, dict):
-            continue
-        for v in check.get("violations") or []:
-            if isinstance(v, dict):
-                out.append({"check": name, **v})
-    return out
+def violations_of(results: Results | None) -> list[tuple[str, Violation]]:
+    """Every violation of every check, with its check's name."""
+    return [] if results is None else results.violations()
 
 
-def violation_counts(results: dict[str, Any] | None) -> dict[str, int]:
+def violation_counts(results: Results | None) -> dict[str, int]:
     """Violations by kind, all of them: a check lists at most 100 but counts every one in its
     "count_by_kind" (the listed ones are counted where a check gives no such count)."""
     counts: dict[str, int] = {}
-    checks = (results or {}).get("checks") or {}
-    for check in checks.values():
-        if not isinstance(check, dict):
-            continue
-        by_kind = check.get("count_by_kind")
-        if isinstance(by_kind, dict):
-            for kind, n in by_kind.items():
-                if isinstance(n, int):
-                    counts[str(kind)] = counts.get(str(kind), 0) + n
+    for check in (results.checks if results is not None else {}).values():
+        if check.count_by_kind is not UNSET:
+            for kind, n in check.count_by_kind.items():
+                counts[kind] = counts.get(kind, 0) + n
         else:
-            for v in check.get("violations") or []:
-                if isinstance(v, dict):
-                    kind = str(v.get("kind", "?"))
-                    counts[kind] = counts.get(kind, 0) + 1
+            for v in check.violations:
+                counts[v.kind] = counts.get(v.kind, 0) + 1
     return counts
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def _read(path: Path, read: Callable[[Path], T]) -> T:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ReportError(f"{path}: cannot read: {e.strerror or e}") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ReportError(f"{path}: not valid JSON: {e}") from e
-    if not isinstance(data, dict):
-        raise ReportError(f"{path}: expected a JSON object")
-    return data
+        return read(path)
+    except RecordError as e:
+        raise ReportError(str(e)) from e
+
+
+def read_test(path: Path) -> TestRecord:
+    """A test.json; ReportError (naming the file and the field) if it is not one."""
+    return _read(path, test_record.read)
+
+
+def read_results(path: Path) -> Results:
+    """A results.json; ReportError (naming the file and the field) if it is not one."""
+    return _read(path, results_record.read)
 
 
 def load_ops(history: Path) -> list[Op]:
@@ -127,13 +126,13 @@ def load_ops(history: Path) -> list[Op]:
         raise ReportError(str(e)) from e
 
 
-def _analyze(ops: Sequence[Op]) -> dict[str, Any] | None:
+def _analyze(ops: Sequence[Op]) -> Results | None:
     """Results from the checker when a run has a history but no results.json."""
     try:
         from fencecheck.checker.verdict import judge
     except ImportError:  # the checker is optional for reading reports of finished runs
         return None
-    return judge(ops, time_limit_s=60.0).to_json()
+    return judge(ops, time_limit_s=60.0).record()
 
 
 def log_files(run_dir: Path) -> tuple[Path, ...]:
@@ -163,8 +162,8 @@ def load_run(run_dir: Path, *, with_ops: bool = True) -> RunData:
     test_path = run_dir / "test.json"
     if not history.is_file() and not results_path.is_file():
         raise ReportError(f"{run_dir}: no history.jsonl or results.json: not a run directory")
-    test = read_json(test_path) if test_path.is_file() else {}
-    results = read_json(results_path) if results_path.is_file() else None
+    test = read_test(test_path) if test_path.is_file() else TestRecord()
+    results = read_results(results_path) if results_path.is_file() else None
     ops: list[Op] = []
     if with_ops and history.is_file():
         ops = load_ops(history)

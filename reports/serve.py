@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urljoin
 
+from msgspec import UNSET
+
 from fencecheck.reports.html import env, static_text, write_report
 from fencecheck.reports.rundata import ReportError, find_runs, load_run
 
@@ -152,15 +154,15 @@ def _runs(store: Path) -> list[dict[str, Any]]:
         has_report = (run_dir / "report.html").is_file()
         rows.append(
             {
-                "started": str(run.test.get("started", "")),
+                "started": "" if run.test.started is UNSET else run.test.started,
                 "dir": run_dir.name,
                 "name": run.name,
                 "verdict": run.verdict,
                 "violations": len(run.violations),
                 "config": ", ".join(
-                    f"{k}={run.config.get(k)}"
+                    f"{k}={v}"
                     for k in ("backend", "client", "resource", "nemesis", "fencing")
-                    if k in run.config
+                    if (v := getattr(run.settings, k)) is not UNSET
                 ),
                 "href": _url(store, run_dir) + "/",
                 "report": _url(store, run_dir / "report.html") if has_report else None,

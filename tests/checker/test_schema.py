@@ -76,3 +76,18 @@ def test_incidents_carry_what_the_contract_names() -> None:
 ])
 def test_the_line_schema_refuses_what_the_reader_refuses(doc: dict[str, Any], why: str) -> None:
     assert errors(LINE, doc), why
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+def test_the_shipped_run_directories_test_json_validates(run: Path) -> None:
+    assert errors(validator("test"), json.loads((run / "test.json").read_text())) == []
+
+
+@pytest.mark.parametrize(("name", "doc"), [
+    ("results", {"valid": "yes"}),
+    ("results", {"checks": {"mutex": {"violations": [{"kind": "x", "ops": [{"token": 1}]}]}}}),
+    ("test", {"config": {}, "exit_code": "1"}),
+    ("matrix", {"rows": [{"row": "r", "expect": "must-find", "met": 1, "runs": []}]}),
+])
+def test_the_record_schemas_refuse_what_the_records_refuse(name: str, doc: Any) -> None:
+    assert errors(validator(name), doc)

@@ -113,7 +113,7 @@ def test_a_history_linked_out_of_the_run_directory_is_not_followed(tmp_path: Pat
     assert (run_dir / "results.json").read_text() == before
 
 
-@pytest.mark.parametrize("name", ["results", "history"])
+@pytest.mark.parametrize("name", ["results", "test", "matrix", "history"])
 def test_schema_prints_the_shipped_schema(name: str) -> None:
     res = run("schema", name)
     assert res.returncode == 0

@@ -1,6 +1,8 @@
 """The import graph between the top-level packages has no cycle and only the edges the layout
-promises: `checker` and `descriptors` import no other package of the project, `workloads`
-never imports `clusters`, `reports` never runs anything, only `fencecheck` wires them together.
+promises: `records` (the files' record types) is the bottom, imports no other package of the
+project and may be imported by every one; `checker` and `descriptors` import no other package
+but `records`, `workloads` never imports `clusters`, `reports` never runs anything, only
+`fencecheck` wires them together.
 Read from the source with ast (every import, including those inside functions)."""
 
 from __future__ import annotations
@@ -11,15 +13,16 @@ import networkx as nx
 
 from tests.conftest import REPO
 
-PACKAGES = ("checker", "clusters", "descriptors", "reports", "workloads")
+PACKAGES = ("checker", "clusters", "descriptors", "records", "reports", "workloads")
 CORE = "fencecheck"  # fencecheck/*.py and fencecheck/faults/ (the rest are links to the above)
 ALLOWED = {
-    "checker": set(),
-    "descriptors": set(),
-    "clusters": set(),
-    "workloads": {"descriptors"},
-    "reports": {"checker"},
-    CORE: {"checker", "clusters", "descriptors", "reports", "workloads"},
+    "records": set(),
+    "checker": {"records"},
+    "descriptors": {"records"},
+    "clusters": {"records"},
+    "workloads": {"descriptors", "records"},
+    "reports": {"checker", "records"},
+    CORE: {"checker", "clusters", "descriptors", "records", "reports", "workloads"},
 }
 
 
@@ -61,3 +64,12 @@ def test_the_package_graph_has_no_cycle_and_only_allowed_edges() -> None:
     assert nx.is_directed_acyclic_graph(g), list(nx.simple_cycles(g))
     for pkg, deps in ALLOWED.items():
         assert set(g.successors(pkg)) <= deps, (pkg, set(g.successors(pkg)) - deps)
+
+
+def test_records_is_the_bottom_every_package_may_import() -> None:
+    assert ALLOWED["records"] == set()
+    assert all("records" in deps for pkg, deps in ALLOWED.items() if pkg != "records")
+    g = graph()
+    assert set(g.successors("records")) == set()
+    # the records are used, not just allowed: the readers and writers of the files go through them
+    assert {"checker", "reports", CORE} <= set(g.predecessors("records"))

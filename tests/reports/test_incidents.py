@@ -16,6 +16,7 @@ from fencecheck.checker.names import (
     legend,
     load_names,
 )
+from fencecheck.records.results import OpRef, Violation, from_document
 from fencecheck.reports.html import write_report
 from fencecheck.reports.incidents import _damaging_write, incident_violations
 from tests.reports.conftest import copy_run
@@ -47,12 +48,15 @@ def test_fault_target_reads_what_the_nemesis_logged() -> None:
 
 
 def test_incident_violations_follow_the_positions_in_each_check() -> None:
-    results = {
+    grant = {"process": 0, "index": 1, "token": 1}
+    results = from_document({
         "checks": {"fencing": {"violations": [{"kind": "a"}, {"kind": "b"}]}},
-        "incidents": [{"id": 1, "violations": [{"check": "fencing", "n": 1}]}],
-    }
-    assert incident_violations(results, results["incidents"][0]) == [
-        ("fencing", 1, {"kind": "b"})
+        "incidents": [{"id": 1, "violations": [{"check": "fencing", "n": 1}], "lock": "L",
+                       "stale_grant": grant, "fault": None, "next_grant": None, "kinds": [],
+                       "story": ""}],
+    })
+    assert incident_violations(results, results.incidents[0]) == [
+        ("fencing", 1, Violation(kind="b"))
     ]
 
 
@@ -98,8 +102,8 @@ def test_a_report_without_incidents_has_no_incident_section(tmp_path: Path) -> N
 def test_the_damaging_write_is_the_lower_token_one_accepted_late(
     kind: str, ops: list[tuple[int, int, int | None]], damage: int | None
 ) -> None:
-    v = {"kind": kind, "ops": [{"process": p, "index": i, "token": t, "f": "write"}
-                               for p, i, t in ops]}
+    v = Violation(kind=kind, ops=[OpRef(process=p, index=i, time_ns=0, token=t, f="write")
+                                  for p, i, t in ops])
     assert _damaging_write(v) == damage
 
 
