@@ -324,14 +324,17 @@ def _new_run_dir(cfg: RunConfig, before: set[Path]) -> Path | None:
     """The run directory this config's child made (when it could not say so itself): new since
     `before`, and of this seed, since with --jobs the other seeds of its row may be running in
     the same test folder."""
+    from fencecheck.records import test as test_record
+    from fencecheck.records.base import RecordError
+
     new = sorted(_run_dirs(cfg.store, cfg.test_name) - before)
     mine = []
     for d in new:
         try:
-            seed = json.loads((d / "test.json").read_text()).get("seed")
-        except (OSError, ValueError):
+            seed = test_record.read(d / "test.json").run_seed()
+        except (OSError, RecordError):
             seed = None  # not written yet: the child died early; judged by the seed alone
-        if seed in (cfg.seed, None):
+        if seed == cfg.seed or not isinstance(seed, int):
             mine.append(d)
     return mine[-1] if mine else None
 
