@@ -331,7 +331,7 @@ def _new_run_dir(cfg: RunConfig, before: set[Path]) -> Path | None:
     mine = []
     for d in new:
         try:
-            seed = test_record.read(d / "test.json").run_seed()
+            seed = test_record.read(d / "test.json").run_seed
         except (OSError, RecordError):
             seed = None  # not written yet: the child died early; judged by the seed alone
         if seed == cfg.seed or not isinstance(seed, int):

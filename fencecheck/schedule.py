@@ -75,6 +75,11 @@ class ScheduledFault:
 
 SCHEDULE_FORMAT = 1
 STARTUP_WAIT_S = 15.0  # how long a first holder-aware fault waits for the workers to start
+# How long the time limit may wait for every worker's first event. The limit is the workload's
+# time: on a loaded machine (a parallel test suite, a matrix with --jobs) five Python workers
+# can take longer to import and connect than a short run lasts, which left 5 s runs with no
+# acquire completed at all (UNKNOWN) when they were timed from spawn.
+WORKERS_READY_S = 60.0
 
 
 class ScheduleError(ConfigError):
@@ -230,6 +235,31 @@ def _names(value: Any) -> set[str]:
     return set()
 
 
+def _wait_for_workers(workers: list[Worker], progress: ProgressFn) -> None:
+    """Until every worker has written its first event (or exited, or WORKERS_READY_S passed):
+    the run's time limit and its fault schedule count from then."""
+    t0 = time.monotonic()
+    progress(Progress("starting workers"))
+
+    def started(w: Worker) -> bool:
+        # By size, not through the tailer: its first poll in the loop must still see the first
+        # grants as fresh. A worker this controller did not spawn is not waited for.
+        if w.proc is None or w.proc.poll() is not None:
+            return True
+        try:
+            return w.events.stat().st_size > 0
+        except FileNotFoundError:
+            return False
+
+    while time.monotonic() - t0 < WORKERS_READY_S:
+        if all(started(w) for w in workers):
+            break
+        time.sleep(0.02)
+    else:
+        log.warning("workers not all started after %.0f s: the run goes on", WORKERS_READY_S)
+    log.info("workers started in %.2f s", time.monotonic() - t0)
+
+
 def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
                  faults: dict[str, ScheduledFault], nemesis_log: EventLog, progress: ProgressFn,
                  servers: list[str], record: Path | None = None,
@@ -273,6 +303,7 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[Worker],
     if record is not None:
         write_steps(record, recorded)
     names = [w.name for w in workers]
+    _wait_for_workers(workers, progress)
     start = time.monotonic()
     deadline = start + cfg.time_limit_s
     gap_s = schedule.first_gap() if schedule.faults else float("inf")

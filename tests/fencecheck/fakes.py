@@ -78,7 +78,10 @@ class FakeClientNode:
               env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
         final = "--final-read" in argv
         self.calls(f"spawn {self.name}{' final-read' if final else ''}")
-        code = "pass" if final else SLEEPER
+        # A blank line in its event log (the merge skips it) says "started", as a real worker's
+        # first event does: the schedule's clock waits for that.
+        events = Path(argv[-1]).parent / "events.jsonl"
+        code = "pass" if final else f"open({str(events)!r}, 'a').write('\\n'); {SLEEPER}"
         return subprocess.Popen([sys.executable, "-c", code], stdout=stdout, stderr=stderr)
 
 
