@@ -16,11 +16,7 @@
 // The program creates the provider's table ("shedlock", the schema ShedLock documents) if it is
 // not there, before its first acquire. ShedLock has no fencing token: every grant replies null.
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.HashMap;
@@ -34,7 +30,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.SingleConnectionDataSource;
 
 public final class ShedLockJdbcClient {
-    private static final ObjectMapper JSON = new ObjectMapper();
     private static final Map<String, SimpleLock> HELD = new HashMap<>();
     static final String TABLE = "shedlock";
     // ShedLock's documented PostgreSQL table.
@@ -47,18 +42,6 @@ public final class ShedLockJdbcClient {
     private static long lockAtLeastMs;
 
     private ShedLockJdbcClient() {}
-
-    private static ObjectNode reply(String status) {
-        ObjectNode r = JSON.createObjectNode();
-        r.put("status", status);
-        return r;
-    }
-
-    private static ObjectNode failed(String status, String error) {
-        ObjectNode r = reply(status);
-        r.put("error", error);
-        return r;
-    }
 
     /** Creates the table once; false if it could not (nothing about a lock was sent). */
     private static boolean ensureTable() {
@@ -79,7 +62,7 @@ public final class ShedLockJdbcClient {
 
     private static ObjectNode acquire(JsonNode req, long start) throws InterruptedException {
         if (!ensureTable()) {
-            return failed("fail", "no-table");
+            return Stdio.failed("fail", "no-table");
         }
         String name = req.get("lock").asText();
         long deadline = start + req.get("timeout_ms").asLong() * 1_000_000L;
@@ -91,10 +74,10 @@ public final class ShedLockJdbcClient {
                 provider.lock(new LockConfiguration(Instant.now(), name, atMost, atLeast));
             if (lock.isPresent()) {
                 HELD.put(name, lock.get());
-                return reply("ok").putNull("token").put("attempt_ns", attempt - start);
+                return Stdio.reply("ok").putNull("token").put("attempt_ns", attempt - start);
             }
             if (System.nanoTime() + 100_000_000L > deadline) {
-                return failed("fail", "locked");
+                return Stdio.failed("fail", "locked");
             }
             Thread.sleep(50);
         }
@@ -107,25 +90,24 @@ public final class ShedLockJdbcClient {
             case "acquire":
                 return acquire(req, start);
             case "renew":
-                return failed("fail", lock == null ? "not-held" : "not-renewable");
+                return Stdio.failed("fail", lock == null ? "not-held" : "not-renewable");
             case "release":
                 if (lock == null) {
-                    return failed("fail", "not-held");
+                    return Stdio.failed("fail", "not-held");
                 }
                 HELD.remove(req.get("lock").asText());
                 lock.unlock();
-                return reply("ok");
+                return Stdio.reply("ok");
             case "close":
                 System.exit(0);
                 return null;
             default:
-                return failed("fail", "unknown op " + op);
+                return Stdio.failed("fail", "unknown op " + op);
         }
     }
 
     public static void main(String[] args) throws Exception {
-        String env = System.getenv("FENCECHECK_OPTIONS");
-        JsonNode opts = JSON.readTree(env == null ? "{}" : env);
+        JsonNode opts = Stdio.options();
         long timeoutS = Math.max(1, (long) Math.ceil(opts.path("op_timeout_s").asDouble(1.0)));
         lockAtLeastMs = opts.path("lock_at_least_ms").asLong(0);
         String worker = System.getenv().getOrDefault("FENCECHECK_WORKER", "0");
@@ -144,23 +126,11 @@ public final class ShedLockJdbcClient {
             config = config.usingDbTime();
         }
         provider = new JdbcTemplateLockProvider(config.build());
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        for (String line; (line = in.readLine()) != null;) {
-            long start = System.nanoTime();
-            JsonNode req = JSON.readTree(line);
-            ObjectNode r;
-            try {
-                r = handle(req, start);
-            } catch (RuntimeException e) { // database errors, timeouts: the outcome is unknown
-                System.err.println("shedlock-jdbc-client: " + e);
-                dataSource.resetConnection();
-                r = failed("info", e.getClass().getSimpleName());
-            }
-            ObjectNode out = JSON.createObjectNode().put("id", req.get("id").asLong());
-            out.setAll(r);
-            System.out.println(JSON.writeValueAsString(out));
-            System.out.flush();
-        }
-        System.exit(0);
+        Stdio.OnError unknown = Stdio.unknown("shedlock-jdbc-client");
+        Stdio.serve(ShedLockJdbcClient::handle, e -> { // database errors, timeouts
+            ObjectNode r = unknown.reply(e);
+            dataSource.resetConnection(); // the next operation reconnects
+            return r;
+        });
     }
 }

@@ -11,11 +11,7 @@
 //            deleted.
 // ShedLock has no fencing token: every grant replies token null.
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.HashMap;
@@ -29,24 +25,11 @@ import org.springframework.data.redis.connection.jedis.JedisClientConfiguration;
 import org.springframework.data.redis.connection.jedis.JedisConnectionFactory;
 
 public final class ShedLockClient {
-    private static final ObjectMapper JSON = new ObjectMapper();
     private static final Map<String, SimpleLock> HELD = new HashMap<>();
     private static RedisLockProvider provider;
     private static long lockAtLeastMs;
 
     private ShedLockClient() {}
-
-    private static ObjectNode reply(String status) {
-        ObjectNode r = JSON.createObjectNode();
-        r.put("status", status);
-        return r;
-    }
-
-    private static ObjectNode failed(String status, String error) {
-        ObjectNode r = reply(status);
-        r.put("error", error);
-        return r;
-    }
 
     private static ObjectNode acquire(JsonNode req, long start) throws InterruptedException {
         String name = req.get("lock").asText();
@@ -59,10 +42,10 @@ public final class ShedLockClient {
                 provider.lock(new LockConfiguration(Instant.now(), name, atMost, atLeast));
             if (lock.isPresent()) {
                 HELD.put(name, lock.get());
-                return reply("ok").putNull("token").put("attempt_ns", attempt - start);
+                return Stdio.reply("ok").putNull("token").put("attempt_ns", attempt - start);
             }
             if (System.nanoTime() + 100_000_000L > deadline) {
-                return failed("fail", "locked");
+                return Stdio.failed("fail", "locked");
             }
             Thread.sleep(50);
         }
@@ -75,25 +58,24 @@ public final class ShedLockClient {
             case "acquire":
                 return acquire(req, start);
             case "renew":
-                return failed("fail", lock == null ? "not-held" : "not-renewable");
+                return Stdio.failed("fail", lock == null ? "not-held" : "not-renewable");
             case "release":
                 if (lock == null) {
-                    return failed("fail", "not-held");
+                    return Stdio.failed("fail", "not-held");
                 }
                 HELD.remove(req.get("lock").asText());
                 lock.unlock();
-                return reply("ok");
+                return Stdio.reply("ok");
             case "close":
                 System.exit(0);
                 return null;
             default:
-                return failed("fail", "unknown op " + op);
+                return Stdio.failed("fail", "unknown op " + op);
         }
     }
 
     public static void main(String[] args) throws Exception {
-        String env = System.getenv("FENCECHECK_OPTIONS");
-        JsonNode opts = JSON.readTree(env == null ? "{}" : env);
+        JsonNode opts = Stdio.options();
         Duration opTimeout = Duration.ofMillis(Math.round(opts.path("op_timeout_s").asDouble(1.0) * 1000));
         lockAtLeastMs = opts.path("lock_at_least_ms").asLong(0);
         String ep = System.getenv("FENCECHECK_ENDPOINTS").split(",")[0];
@@ -103,22 +85,6 @@ public final class ShedLockClient {
             JedisClientConfiguration.builder().connectTimeout(opTimeout).readTimeout(opTimeout).build());
         factory.afterPropertiesSet();
         provider = new RedisLockProvider(factory, "fencecheck");
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        for (String line; (line = in.readLine()) != null;) {
-            long start = System.nanoTime();
-            JsonNode req = JSON.readTree(line);
-            ObjectNode r;
-            try {
-                r = handle(req, start);
-            } catch (RuntimeException e) { // Redis errors, timeouts: the outcome is unknown
-                System.err.println("shedlock-client: " + e);
-                r = failed("info", e.getClass().getSimpleName());
-            }
-            ObjectNode out = JSON.createObjectNode().put("id", req.get("id").asLong());
-            out.setAll(r);
-            System.out.println(JSON.writeValueAsString(out));
-            System.out.flush();
-        }
-        System.exit(0);
+        Stdio.serve(ShedLockClient::handle, Stdio.unknown("shedlock-client"));
     }
 }
