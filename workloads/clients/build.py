@@ -80,43 +80,37 @@ class ClientBuild:
     shared: str | None = None  # the stdio library's folder under workloads/clients/, if any
 
 
-BUILDS: dict[str, ClientBuild] = {
-    "node-redlock": ClientBuild(
+def _go(name: str, source: str, binary: str) -> ClientBuild:
+    return ClientBuild(name, source, lambda d: _go_build(d, binary), lambda d: [str(d / binary)],
+                       "go build v2", GO_STDIO)
+
+
+def _maven(name: str, source: str, main: str, *args: str) -> ClientBuild:
+    return ClientBuild(name, source, lambda d: _maven_javac(d, main),
+                       lambda d: [*_java_run(d), main, *args], "mvn+javac v2", JAVA_STDIO)
+
+
+BUILDS: dict[str, ClientBuild] = {b.name: b for b in (
+    ClientBuild(
         "node-redlock", "node",
         lambda d: [["npm", "ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"]],
         lambda d: ["node", str(d / "redlock-client.js")],
         "npm ci v1"),
-    "curator": ClientBuild(
+    ClientBuild(
         "curator", "java", lambda d: [_javac(d, JAVA_CLASSPATH, "CuratorClient")],
         lambda d: ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                    "-cp", f"{d / 'classes'}:{JAVA_CLASSPATH}", "CuratorClient"],
         "javac v2 " + JAVA_CLASSPATH, JAVA_STDIO),
-    "etcd-go": ClientBuild(
-        "etcd-go", "go", lambda d: _go_build(d, "etcd-client"),
-        lambda d: [str(d / "etcd-client")], "go build v2", GO_STDIO),
+    _go("etcd-go", "go", "etcd-client"),
     # issue 19: Go and JVM lock libraries (workloads/third_party.py)
-    "go-redsync": ClientBuild(
-        "go-redsync", "go/redsync", lambda d: _go_build(d, "redsync-client"),
-        lambda d: [str(d / "redsync-client")], "go build v2", GO_STDIO),
-    "etcd-go-election": ClientBuild(
-        "etcd-go-election", "go/election", lambda d: _go_build(d, "etcd-election"),
-        lambda d: [str(d / "etcd-election")], "go build v2", GO_STDIO),
-    "client-go": ClientBuild(
-        "client-go", "go/client-go", lambda d: _go_build(d, "client-go-lease"),
-        lambda d: [str(d / "client-go-lease")], "go build v2", GO_STDIO),
-    "redisson": ClientBuild(
-        "redisson", "java/redisson", lambda d: _maven_javac(d, "RedissonLockClient"),
-        lambda d: [*_java_run(d), "RedissonLockClient", "lock"], "mvn+javac v2", JAVA_STDIO),
-    "redisson-fenced": ClientBuild(
-        "redisson-fenced", "java/redisson", lambda d: _maven_javac(d, "RedissonLockClient"),
-        lambda d: [*_java_run(d), "RedissonLockClient", "fenced"], "mvn+javac v2", JAVA_STDIO),
-    "shedlock": ClientBuild(
-        "shedlock", "java/shedlock", lambda d: _maven_javac(d, "ShedLockClient"),
-        lambda d: [*_java_run(d), "ShedLockClient"], "mvn+javac v2", JAVA_STDIO),
-    "shedlock-jdbc": ClientBuild(
-        "shedlock-jdbc", "java/shedlock-jdbc", lambda d: _maven_javac(d, "ShedLockJdbcClient"),
-        lambda d: [*_java_run(d), "ShedLockJdbcClient"], "mvn+javac v2", JAVA_STDIO),
-}
+    _go("go-redsync", "go/redsync", "redsync-client"),
+    _go("etcd-go-election", "go/election", "etcd-election"),
+    _go("client-go", "go/client-go", "client-go-lease"),
+    _maven("redisson", "java/redisson", "RedissonLockClient", "lock"),
+    _maven("redisson-fenced", "java/redisson", "RedissonLockClient", "fenced"),
+    _maven("shedlock", "java/shedlock", "ShedLockClient"),
+    _maven("shedlock-jdbc", "java/shedlock-jdbc", "ShedLockJdbcClient"),
+)}
 
 
 def _nested(build: ClientBuild) -> set[str]:
