@@ -1,7 +1,8 @@
-"""The shipped clients' builds without building them: each client's hash counts its language's
-stdio library (so a change to the library rebuilds exactly its clients), the build folder holds
-the library as stdio/, and the runner both builders share (fencecheck.toolchain.cache) renames a
-build into place only when every step succeeded."""
+"""The shipped clients' builds without building them: each client's hash counts the libraries it
+shares (its language's stdio library; ShedLock's mapping for the two ShedLock clients), so a
+change to one rebuilds exactly its clients; the build folder holds each under its own name; and
+the runner both builders share (fencecheck.toolchain.cache) renames a build into place only when
+every step succeeded."""
 
 from __future__ import annotations
 
@@ -32,9 +33,10 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return src
 
 
-@pytest.mark.parametrize(("library", "clients"), [("go/stdio/stdio.go", GO),
-                                                  ("java/stdio/Stdio.java", JAVA)])
-def test_a_change_to_a_stdio_library_changes_the_hash_of_its_clients_only(
+@pytest.mark.parametrize(("library", "clients"), [
+    ("go/stdio/stdio.go", GO), ("java/stdio/Stdio.java", JAVA),
+    ("java/shedlock-common/ShedLockJobs.java", {"shedlock", "shedlock-jdbc"})])
+def test_a_change_to_a_shared_library_changes_the_hash_of_its_clients_only(
         tree: Path, library: str, clients: set[str]) -> None:
     assert GO | JAVA | {"node-redlock"} == set(build_module.BUILDS)
     before = hashes()
@@ -44,7 +46,7 @@ def test_a_change_to_a_stdio_library_changes_the_hash_of_its_clients_only(
     assert {n for n in before if before[n] != after[n]} == clients
 
 
-def test_a_build_folder_holds_the_client_and_its_library_as_stdio(tree: Path) -> None:
+def test_a_build_folder_holds_the_client_and_its_libraries_under_their_names(tree: Path) -> None:
     files = dict(build_module._files(build_module.BUILDS["go-redsync"]))
     assert {"main.go", "go.mod", "stdio/stdio.go", "stdio/go.mod"} <= set(files)
     assert files["stdio/stdio.go"] == tree / "go" / "stdio" / "stdio.go"
@@ -53,6 +55,12 @@ def test_a_build_folder_holds_the_client_and_its_library_as_stdio(tree: Path) ->
     assert outer == {"main.go", "go.mod", "go.sum", "stdio"}
     curator = set(dict(build_module._files(build_module.BUILDS["curator"])))
     assert curator == {"CuratorClient.java", "stdio/Stdio.java"}
+    jdbc = set(dict(build_module._files(build_module.BUILDS["shedlock-jdbc"])))
+    assert jdbc == {"ShedLockJdbcClient.java", "pom.xml", "stdio/Stdio.java",
+                    "shedlock-common/ShedLockJobs.java"}
+    javac = build_module.BUILDS["shedlock-jdbc"].steps(tree / "build")[-1]
+    assert javac[-3:] == [str(tree / "build" / f) for f in (
+        "stdio/Stdio.java", "shedlock-common/ShedLockJobs.java", "ShedLockJdbcClient.java")]
 
 
 def _py(code: str) -> list[str]:

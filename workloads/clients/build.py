@@ -2,12 +2,13 @@
 
 `python -m fencecheck.workloads.clients.build [NAME ...]` builds the named clients (all by
 default) into `$FENCECHECK_CLIENT_CACHE` (default /var/cache/fencecheck/clients)/<name>-<hash>/,
-where <hash> covers the client's source folder, the shared stdio library of its language
-(go/stdio/, java/stdio/: copied into its build folder as stdio/) and its build recipe: a changed
-source or library gets a new folder, an unchanged one is a no-op. A build goes to a temporary
-folder first and is renamed into place only when it succeeded, so a half-built client is never
-found (fencecheck.toolchain.cache, the runner kube-apiserver's build uses too). `command(name)`
-is the argv that runs a built client, or `NotBuilt` saying how to build it.
+where <hash> covers the client's source folder, the libraries it shares with other clients (the
+stdio library of its language, go/stdio/ or java/stdio/, and java/shedlock-common/ for the two
+ShedLock clients: each copied into its build folder under its own name) and its build recipe:
+a changed source or library gets a new folder, an unchanged one is a no-op. A build goes to a
+temporary folder first and is renamed into place only when it succeeded, so a half-built client
+is never found (fencecheck.toolchain.cache, the runner kube-apiserver's build uses too).
+`command(name)` is the argv that runs a built client, or `NotBuilt` saying how to build it.
 """
 
 from __future__ import annotations
@@ -39,23 +40,24 @@ JAVA_CLASSPATH = ":".join(f"/usr/share/java/{j}.jar" for j in (
 MAVEN_COPY = ["mvn", "-B", "-q",
               "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies",
               "-DoutputDirectory=lib", "-DincludeScope=runtime"]
-GO_STDIO, JAVA_STDIO = "go/stdio", "java/stdio"
-STDIO = "stdio"  # where a build folder holds the shared library
+GO_STDIO, JAVA_STDIO, SHEDLOCK = "go/stdio", "java/stdio", "java/shedlock-common"
 
 
-def _javac(d: Path, classpath: str, main: str) -> list[str]:
-    return ["javac", "-cp", classpath, "-d", str(d / "classes"), str(d / STDIO / "Stdio.java"),
-            str(d / f"{main}.java")]
+def _javac(d: Path, classpath: str, main: str, shared: tuple[str, ...]) -> list[str]:
+    # The shared sources, in their folders of the build folder, compiled with the client's.
+    sources = [str(d / Path(s).name / f.name) for s in shared
+               for f in sorted((HERE / s).glob("*.java"))]
+    return ["javac", "-cp", classpath, "-d", str(d / "classes"), *sources, str(d / f"{main}.java")]
 
 
-def _maven_javac(d: Path, main: str) -> list[list[str]]:
-    return [MAVEN_COPY, _javac(d, str(d / "lib" / "*"), main)]
+def _maven_javac(d: Path, main: str, shared: tuple[str, ...]) -> list[list[str]]:
+    return [MAVEN_COPY, _javac(d, str(d / "lib" / "*"), main, shared)]
 
 
 def _go_build(d: Path, binary: str) -> list[list[str]]:
     # go.mod's replace names the library where it is in the source tree (../stdio beside a
     # nested client); in the build folder it is ./stdio.
-    return [["go", "mod", "edit", f"-replace=fencecheck/stdio=./{STDIO}"],
+    return [["go", "mod", "edit", "-replace=fencecheck/stdio=./stdio"],
             ["go", "build", "-mod=readonly", "-trimpath", "-o", str(d / binary), "."]]
 
 
@@ -77,17 +79,18 @@ class ClientBuild:
     steps: Callable[[Path], list[list[str]]]  # the build commands, run inside the build folder
     run: Callable[[Path], list[str]]  # argv of the built client
     recipe: str  # part of the hash: a changed recipe is a new build
-    shared: str | None = None  # the stdio library's folder under workloads/clients/, if any
+    shared: tuple[str, ...] = ()  # folders under workloads/clients/ of the libraries it uses
 
 
 def _go(name: str, source: str, binary: str) -> ClientBuild:
     return ClientBuild(name, source, lambda d: _go_build(d, binary), lambda d: [str(d / binary)],
-                       "go build v2", GO_STDIO)
+                       "go build v2", (GO_STDIO,))
 
 
-def _maven(name: str, source: str, main: str, *args: str) -> ClientBuild:
-    return ClientBuild(name, source, lambda d: _maven_javac(d, main),
-                       lambda d: [*_java_run(d), main, *args], "mvn+javac v2", JAVA_STDIO)
+def _maven(name: str, source: str, main: str, *args: str,
+           shared: tuple[str, ...] = (JAVA_STDIO,)) -> ClientBuild:
+    return ClientBuild(name, source, lambda d: _maven_javac(d, main, shared),
+                       lambda d: [*_java_run(d), main, *args], "mvn+javac v2", shared)
 
 
 BUILDS: dict[str, ClientBuild] = {b.name: b for b in (
@@ -97,10 +100,10 @@ BUILDS: dict[str, ClientBuild] = {b.name: b for b in (
         lambda d: ["node", str(d / "redlock-client.js")],
         "npm ci v1"),
     ClientBuild(
-        "curator", "java", lambda d: [_javac(d, JAVA_CLASSPATH, "CuratorClient")],
+        "curator", "java", lambda d: [_javac(d, JAVA_CLASSPATH, "CuratorClient", (JAVA_STDIO,))],
         lambda d: ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                    "-cp", f"{d / 'classes'}:{JAVA_CLASSPATH}", "CuratorClient"],
-        "javac v2 " + JAVA_CLASSPATH, JAVA_STDIO),
+        "javac v2 " + JAVA_CLASSPATH, (JAVA_STDIO,)),
     _go("etcd-go", "go", "etcd-client"),
     # issue 19: Go and JVM lock libraries (workloads/third_party.py)
     _go("go-redsync", "go/redsync", "redsync-client"),
@@ -108,24 +111,24 @@ BUILDS: dict[str, ClientBuild] = {b.name: b for b in (
     _go("client-go", "go/client-go", "client-go-lease"),
     _maven("redisson", "java/redisson", "RedissonLockClient", "lock"),
     _maven("redisson-fenced", "java/redisson", "RedissonLockClient", "fenced"),
-    _maven("shedlock", "java/shedlock", "ShedLockClient"),
-    _maven("shedlock-jdbc", "java/shedlock-jdbc", "ShedLockJdbcClient"),
+    _maven("shedlock", "java/shedlock", "ShedLockClient", shared=(JAVA_STDIO, SHEDLOCK)),
+    _maven("shedlock-jdbc", "java/shedlock-jdbc", "ShedLockJdbcClient",
+           shared=(JAVA_STDIO, SHEDLOCK)),
 )}
 
 
 def _nested(build: ClientBuild) -> set[str]:
     """Other clients' and the libraries' source folders inside this one's (go/redsync and
-    go/stdio in go): not its source (a library is hashed and copied as stdio/ on its own)."""
+    go/stdio in go): not its source (a library is hashed and copied under its own name)."""
     prefix = build.source + "/"
-    inside = [b.source for b in BUILDS.values()] + [b.shared for b in BUILDS.values() if b.shared]
+    inside = [b.source for b in BUILDS.values()] + [s for b in BUILDS.values() for s in b.shared]
     return {s.removeprefix(prefix).split("/")[0] for s in inside if s.startswith(prefix)}
 
 
 def _files(build: ClientBuild) -> list[tuple[str, Path]]:
     """Every file of the build folder before its steps run: (path there, path in the tree)."""
     trees = [("", HERE / build.source, {"node_modules", "classes", *_nested(build)})]
-    if build.shared:
-        trees.append((STDIO + "/", HERE / build.shared, set()))
+    trees += [(Path(s).name + "/", HERE / s, set()) for s in build.shared]
     return [(prefix + str(p.relative_to(src)), p) for prefix, src, skip in trees
             for p in sorted(src.rglob("*"))
             if p.is_file() and p.relative_to(src).parts[0] not in skip]
