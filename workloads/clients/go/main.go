@@ -27,7 +27,7 @@ type grant struct {
 
 var (
 	cli       *clientv3.Client
-	held      = map[string]grant{}
+	held      = stdio.Grants[grant]{}
 	opTimeout = time.Second
 )
 
@@ -62,11 +62,7 @@ func acquire(req request, _ time.Time) reply {
 	return reply{Status: "ok", Token: &rev}
 }
 
-func renew(req request, _ time.Time) reply {
-	g, ok := held[req.Lock]
-	if !ok {
-		return reply{Status: "fail", Error: "not-held"}
-	}
+func renew(_ request, g grant) reply {
 	// The session's keepalive renews the lease in the background; renew checks it is alive.
 	select {
 	case <-g.session.Done():
@@ -76,12 +72,7 @@ func renew(req request, _ time.Time) reply {
 	}
 }
 
-func release(req request, _ time.Time) reply {
-	g, ok := held[req.Lock]
-	if !ok {
-		return reply{Status: "fail", Error: "not-held"}
-	}
-	delete(held, req.Lock)
+func release(_ request, g grant) reply {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	err := g.mutex.Unlock(ctx)
@@ -92,17 +83,17 @@ func release(req request, _ time.Time) reply {
 	return reply{Status: "ok"}
 }
 
-func main() {
-	p := stdio.Program{Name: "etcd-client", Acquire: acquire, Renew: renew, Release: release}
+func connect() (err error) {
 	opTimeout = stdio.OpTimeout()
-	var err error
 	cli, err = clientv3.New(clientv3.Config{
 		Endpoints:   stdio.Endpoints(),
 		DialTimeout: opTimeout,
 		Logger:      nil,
 	})
-	if err != nil {
-		p.Fatal(err)
-	}
-	p.Serve()
+	return err
+}
+
+func main() {
+	stdio.Program{Name: "etcd-client", Connect: connect, Acquire: acquire,
+		Renew: held.Renew(renew), Release: held.Release(release)}.Run()
 }

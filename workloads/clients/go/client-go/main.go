@@ -366,15 +366,11 @@ func connect() error {
 
 func main() {
 	klog.SetOutput(os.Stderr)
-	p := stdio.Program{Name: "client-go", Acquire: acquire, Renew: renewOp, Release: release,
-		Close: func() {
+	stdio.Program{Name: "client-go", Connect: connect, Acquire: acquire, Renew: renewOp,
+		Release: release, Close: func() {
 			for _, c := range held {
 				c.cancel()
 				<-c.stopped
 			}
-		}}
-	if err := connect(); err != nil {
-		p.Fatal(err)
-	}
-	p.Serve()
+		}}.Run()
 }

@@ -30,7 +30,7 @@ type term struct {
 
 var (
 	cli       *clientv3.Client
-	held      = map[string]term{}
+	held      = stdio.Grants[term]{}
 	opTimeout = time.Second
 	me        = "candidate-" + os.Getenv("FENCECHECK_WORKER")
 )
@@ -61,11 +61,7 @@ func campaign(req request, _ time.Time) reply {
 	return reply{Status: "ok", Token: &rev}
 }
 
-func renew(req request, _ time.Time) reply {
-	t, ok := held[req.Lock]
-	if !ok {
-		return reply{Status: "fail", Error: "not-held"}
-	}
+func renew(_ request, t term) reply {
 	select {
 	case <-t.session.Done(): // the keepalive lost the lease: the term is over
 		return reply{Status: "fail", Error: "session-expired"}
@@ -91,12 +87,7 @@ func renew(req request, _ time.Time) reply {
 	return reply{Status: "ok"}
 }
 
-func resign(req request, _ time.Time) reply {
-	t, ok := held[req.Lock]
-	if !ok {
-		return reply{Status: "fail", Error: "not-held"}
-	}
-	delete(held, req.Lock)
+func resign(_ request, t term) reply {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	err := t.election.Resign(ctx)
@@ -109,17 +100,17 @@ func resign(req request, _ time.Time) reply {
 	return reply{Status: "ok"}
 }
 
-func main() {
-	p := stdio.Program{Name: "etcd-election", Acquire: campaign, Renew: renew, Release: resign}
+func connect() (err error) {
 	opTimeout = stdio.OpTimeout()
-	var err error
 	cli, err = clientv3.New(clientv3.Config{
 		Endpoints:   stdio.Endpoints(),
 		DialTimeout: opTimeout,
 		Logger:      nil,
 	})
-	if err != nil {
-		p.Fatal(err)
-	}
-	p.Serve()
+	return err
+}
+
+func main() {
+	stdio.Program{Name: "etcd-election", Connect: connect, Acquire: campaign,
+		Renew: held.Renew(renew), Release: held.Release(resign)}.Run()
 }

@@ -27,7 +27,7 @@ type (
 
 var (
 	rs        *redsync.Redsync
-	held      = map[string]*redsync.Mutex{}
+	held      = stdio.Grants[*redsync.Mutex]{}
 	opTimeout = time.Second
 )
 
@@ -66,11 +66,7 @@ func acquire(req request, start time.Time) reply {
 	}
 }
 
-func renew(req request, _ time.Time) reply {
-	m, ok := held[req.Lock]
-	if !ok {
-		return reply{Status: "fail", Error: "not-held"}
-	}
+func renew(_ request, m *redsync.Mutex) reply {
 	// Extend keeps the expiry the mutex was made with, which is the lease the worker asks for.
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -78,17 +74,12 @@ func renew(req request, _ time.Time) reply {
 		if err != nil && !lostVote(err) {
 			return reply{Status: "info", Error: "extend: " + err.Error()}
 		}
-		return reply{Status: "fail", Error: "not-held"}
+		return stdio.NotHeld
 	}
 	return reply{Status: "ok"}
 }
 
-func release(req request, _ time.Time) reply {
-	m, ok := held[req.Lock]
-	if !ok {
-		return reply{Status: "fail", Error: "not-held"}
-	}
-	delete(held, req.Lock)
+func release(_ request, m *redsync.Mutex) reply {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	// A partial unlock may leave the key on a minority until it expires: not definite.
@@ -111,6 +102,6 @@ func main() {
 		})))
 	}
 	rs = redsync.New(pools...)
-	stdio.Program{Name: "redsync-client", Acquire: acquire, Renew: renew, Release: release,
-		NoToken: true}.Serve()
+	stdio.Program{Name: "redsync-client", Acquire: acquire, Renew: held.Renew(renew),
+		Release: held.Release(release), NoToken: true}.Run()
 }

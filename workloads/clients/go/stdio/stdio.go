@@ -2,7 +2,7 @@
 // docs/client-protocol.md (one request a line on stdin, one reply a line on stdout, in order),
 // the environment it starts with (FENCECHECK_ENDPOINTS, FENCECHECK_OPTIONS) and the exit code 3
 // for a request it cannot read. A client supplies what acquire, renew and release do with its
-// library; the loop answers close and unknown ops itself.
+// library (Grants keeps what it holds); the loop answers close and unknown ops itself.
 //
 // Each client's go.mod requires fencecheck/stdio v0.0.0 with `replace fencecheck/stdio =>
 // ../stdio` (the build copies this folder beside the client and points the replace there).
@@ -51,11 +51,42 @@ type Handler func(req Request, start time.Time) Reply
 // Program is one client: its name (in its stderr lines) and what its ops do.
 type Program struct {
 	Name    string
+	Connect func() error // optional: run before the first request; an error exits 3
 	Acquire Handler
 	Renew   Handler
 	Release Handler
 	Close   func() // optional: run before the program exits on close
 	NoToken bool   // the lock has no fencing token: every reply says "token": null
+}
+
+// NotHeld is the reply to a renew or release of a lock the program does not hold: surely not.
+var NotHeld = Reply{Status: "fail", Error: "not-held"}
+
+// Grants is what a program holds, one grant a lock.
+type Grants[G any] map[string]G
+
+// Renew is the handler that renews a held grant with do; NotHeld when there is none.
+func (h Grants[G]) Renew(do func(req Request, g G) Reply) Handler {
+	return func(req Request, _ time.Time) Reply {
+		g, ok := h[req.Lock]
+		if !ok {
+			return NotHeld
+		}
+		return do(req, g)
+	}
+}
+
+// Release is the handler that gives a held grant up with do, forgotten first: whatever do
+// replies, the program no longer holds it. NotHeld when there is none.
+func (h Grants[G]) Release(do func(req Request, g G) Reply) Handler {
+	return func(req Request, _ time.Time) Reply {
+		g, ok := h[req.Lock]
+		if !ok {
+			return NotHeld
+		}
+		delete(h, req.Lock)
+		return do(req, g)
+	}
 }
 
 // Options decodes FENCECHECK_OPTIONS into dst as far as it fits (a value of another type is
@@ -81,7 +112,7 @@ func Endpoints() []string {
 	return strings.Split(os.Getenv("FENCECHECK_ENDPOINTS"), ",")
 }
 
-// Fatal says why the program cannot start and exits 3.
+// Fatal says why the program cannot go on and exits 3.
 func (p Program) Fatal(args ...any) {
 	fmt.Fprintln(os.Stderr, append([]any{p.Name + ":"}, args...)...)
 	os.Exit(3)
@@ -102,6 +133,16 @@ func (p Program) handle(req Request, start time.Time) Reply {
 		os.Exit(0)
 	}
 	return Reply{Status: "fail", Error: "unknown op " + req.Op}
+}
+
+// Run connects and serves: a client's main.
+func (p Program) Run() {
+	if p.Connect != nil {
+		if err := p.Connect(); err != nil {
+			p.Fatal(err)
+		}
+	}
+	p.Serve()
 }
 
 // Serve answers requests until stdin closes (or close).
