@@ -4,8 +4,8 @@
 // the reply the client's onError makes of it (an unknown outcome: info).
 //
 // The builds (workloads/clients/build.py) copy this folder into each client's build folder as
-// stdio/ and compile it with the client by javac; from a client's source folder that is
-// ../stdio/Stdio.java (../../java/stdio for the nested Maven projects: java/stdio/ is a sibling).
+// stdio/ and compile it with the client by javac (in the source tree: stdio/Stdio.java beside
+// CuratorClient.java, ../stdio/Stdio.java from a Maven project's folder).
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
