@@ -15,22 +15,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
-import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from fencecheck.clusters.base import ClusterError
-
-log = logging.getLogger(__name__)
+from fencecheck.toolchain import cache
 
 MODULE = Path(__file__).resolve().parent / "kube_apiserver_go"
-DEFAULT_CACHE = Path("/var/cache/fencecheck/clients")
 BUILD_HINT = "bash scripts/build-clients.sh kube-apiserver"
 NAME = "kube-apiserver"
 
@@ -51,47 +46,34 @@ def build_dir() -> Path:
     h = hashlib.sha256()
     for f in ("go.mod", "go.sum"):
         h.update((MODULE / f).read_bytes() + b"\0")
-    root = Path(os.environ.get("FENCECHECK_CLIENT_CACHE", DEFAULT_CACHE))
-    return root / f"{NAME}-{version()}-{h.hexdigest()[:12]}"
+    return cache.cache_root() / f"{NAME}-{version()}-{h.hexdigest()[:12]}"
 
 
 def binary() -> Path:
     """The built kube-apiserver; NotBuilt (with the command that builds it) if there is none."""
     d = build_dir()
-    if not (d / ".built").exists():
+    if not cache.is_built(d):
         raise NotBuilt(f"kube-apiserver {version()} is not built (looked in {d}); build it "
                        f"with: {BUILD_HINT}")
     return d / NAME
 
 
+def _fill(folder: Path) -> None:
+    for f in ("go.mod", "go.sum"):
+        shutil.copy(MODULE / f, folder / f)
+
+
+def _steps(folder: Path) -> list[list[str]]:
+    # The version stamp Kubernetes' own build sets, so that /version names the release.
+    stamp = f"-X k8s.io/component-base/version.gitVersion={version()}"
+    return [["go", "build", "-mod=readonly", "-trimpath", f"-ldflags={stamp}", "-o",
+             str(folder / NAME), "k8s.io/kubernetes/cmd/kube-apiserver"]]
+
+
 def build() -> tuple[Path, bool]:
     """Build unless the cache has it. Returns (binary, whether it built)."""
     final = build_dir()
-    if (final / ".built").exists():
-        return final / NAME, False
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{NAME}-", dir=final.parent))
-    try:
-        for f in ("go.mod", "go.sum"):
-            shutil.copy(MODULE / f, tmp / f)
-        # The version stamp Kubernetes' own build sets, so that /version names the release.
-        stamp = f"-X k8s.io/component-base/version.gitVersion={version()}"
-        argv = ["go", "build", "-mod=readonly", "-trimpath", f"-ldflags={stamp}", "-o",
-                str(tmp / NAME), "k8s.io/kubernetes/cmd/kube-apiserver"]
-        log.info("%s: %s", NAME, " ".join(argv))
-        res = subprocess.run(argv, cwd=tmp, stdin=subprocess.DEVNULL, capture_output=True,
-                             text=True)
-        if res.returncode != 0:
-            raise ClusterError(f"building {NAME}: {' '.join(argv)} exited {res.returncode}: "
-                               f"{(res.stderr or res.stdout)[-2000:]}")
-        (tmp / ".built").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
-        if final.exists():
-            shutil.rmtree(final)
-        tmp.rename(final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final / NAME, True
+    return final / NAME, cache.run(final, NAME, _fill, _steps, ClusterError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,8 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ClusterError, OSError) as e:
         print(f"build-clients: {e}", file=sys.stderr)
         return 3
-    what = "built" if built else "cached"
-    print(f"build-clients: {NAME} {version()}: {what} in {time.monotonic() - t:.1f} s: {path}")
+    print(cache.summary(f"{NAME} {version()}", built, t, path))
     return 0
 
 

@@ -2,10 +2,13 @@
 
 `python -m fencecheck.workloads.clients.build [NAME ...]` builds the named clients (all by
 default) into `$FENCECHECK_CLIENT_CACHE` (default /var/cache/fencecheck/clients)/<name>-<hash>/,
-where <hash> covers the client's source folder and its build recipe: a rebuilt source gets a new
-folder, an unchanged one is a no-op. A build goes to a temporary folder first and is renamed into
-place only when it succeeded, so a half-built client is never found. `command(name)` is the argv
-that runs a built client, or `NotBuilt` saying how to build it.
+where <hash> covers the client's source folder, the libraries it shares with other clients (the
+stdio library of its language, go/stdio/ or java/stdio/, and java/shedlock-common/ for the two
+ShedLock clients: each copied into its build folder under its own name) and its build recipe:
+a changed source or library gets a new folder, an unchanged one is a no-op. A build goes to a
+temporary folder first and is renamed into place only when it succeeded, so a half-built client
+is never found (fencecheck.toolchain.cache, the runner kube-apiserver's build uses too).
+`command(name)` is the argv that runs a built client, or `NotBuilt` saying how to build it.
 """
 
 from __future__ import annotations
@@ -13,22 +16,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
-import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fencecheck.toolchain import cache
 from fencecheck.workloads.base import WorkloadError
 
-log = logging.getLogger(__name__)
-
 HERE = Path(__file__).resolve().parent
-DEFAULT_CACHE = Path("/var/cache/fencecheck/clients")
 BUILD_HINT = "bash scripts/build-clients.sh"
 # Debian's Curator and its dependencies, compiled against and run with (no Maven resolution).
 JAVA_CLASSPATH = ":".join(f"/usr/share/java/{j}.jar" for j in (
@@ -38,15 +36,29 @@ JAVA_CLASSPATH = ":".join(f"/usr/share/java/{j}.jar" for j in (
 
 
 # The JVM clients of issue 19: their pom.xml's dependencies copied from Maven Central into lib/
-# (a pinned plugin, no build plugins), then javac against them.
+# (a pinned plugin, no build plugins), then javac against them, with the shared stdio source.
 MAVEN_COPY = ["mvn", "-B", "-q",
               "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies",
               "-DoutputDirectory=lib", "-DincludeScope=runtime"]
+GO_STDIO, JAVA_STDIO, SHEDLOCK = "go/stdio", "java/stdio", "java/shedlock-common"
 
 
-def _maven_javac(d: Path, main: str) -> list[list[str]]:
-    return [MAVEN_COPY, ["javac", "-cp", str(d / "lib" / "*"), "-d", str(d / "classes"),
-                         str(d / f"{main}.java")]]
+def _javac(d: Path, classpath: str, main: str, shared: tuple[str, ...]) -> list[str]:
+    # The shared sources, in their folders of the build folder, compiled with the client's.
+    sources = [str(d / Path(s).name / f.name) for s in shared
+               for f in sorted((HERE / s).glob("*.java"))]
+    return ["javac", "-cp", classpath, "-d", str(d / "classes"), *sources, str(d / f"{main}.java")]
+
+
+def _maven_javac(d: Path, main: str, shared: tuple[str, ...]) -> list[list[str]]:
+    return [MAVEN_COPY, _javac(d, str(d / "lib" / "*"), main, shared)]
+
+
+def _go_build(d: Path, binary: str) -> list[list[str]]:
+    # go.mod's replace names the library where it is in the source tree (../stdio beside a
+    # nested client); in the build folder it is ./stdio.
+    return [["go", "mod", "edit", "-replace=fencecheck/stdio=./stdio"],
+            ["go", "build", "-mod=readonly", "-trimpath", "-o", str(d / binary), "."]]
 
 
 def _java_run(d: Path) -> list[str]:
@@ -67,88 +79,72 @@ class ClientBuild:
     steps: Callable[[Path], list[list[str]]]  # the build commands, run inside the build folder
     run: Callable[[Path], list[str]]  # argv of the built client
     recipe: str  # part of the hash: a changed recipe is a new build
+    shared: tuple[str, ...] = ()  # folders under workloads/clients/ of the libraries it uses
 
 
-BUILDS: dict[str, ClientBuild] = {
-    "node-redlock": ClientBuild(
+def _go(name: str, source: str, binary: str) -> ClientBuild:
+    return ClientBuild(name, source, lambda d: _go_build(d, binary), lambda d: [str(d / binary)],
+                       "go build v2", (GO_STDIO,))
+
+
+def _maven(name: str, source: str, main: str, *args: str,
+           shared: tuple[str, ...] = (JAVA_STDIO,)) -> ClientBuild:
+    return ClientBuild(name, source, lambda d: _maven_javac(d, main, shared),
+                       lambda d: [*_java_run(d), main, *args], "mvn+javac v2", shared)
+
+
+BUILDS: dict[str, ClientBuild] = {b.name: b for b in (
+    ClientBuild(
         "node-redlock", "node",
         lambda d: [["npm", "ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"]],
         lambda d: ["node", str(d / "redlock-client.js")],
         "npm ci v1"),
-    "curator": ClientBuild(
-        "curator", "java",
-        lambda d: [["javac", "-cp", JAVA_CLASSPATH, "-d", str(d / "classes"),
-                    str(d / "CuratorClient.java")]],
+    ClientBuild(
+        "curator", "java", lambda d: [_javac(d, JAVA_CLASSPATH, "CuratorClient", (JAVA_STDIO,))],
         lambda d: ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                    "-cp", f"{d / 'classes'}:{JAVA_CLASSPATH}", "CuratorClient"],
-        "javac v1 " + JAVA_CLASSPATH),
-    "etcd-go": ClientBuild(
-        "etcd-go", "go",
-        lambda d: [["go", "build", "-mod=readonly", "-trimpath", "-o", str(d / "etcd-client"),
-                    "."]],
-        lambda d: [str(d / "etcd-client")],
-        "go build v1"),
+        "javac v2 " + JAVA_CLASSPATH, (JAVA_STDIO,)),
+    _go("etcd-go", "go", "etcd-client"),
     # issue 19: Go and JVM lock libraries (workloads/third_party.py)
-    "go-redsync": ClientBuild(
-        "go-redsync", "go/redsync",
-        lambda d: [["go", "build", "-mod=readonly", "-trimpath", "-o",
-                    str(d / "redsync-client"), "."]],
-        lambda d: [str(d / "redsync-client")],
-        "go build v1"),
-    "etcd-go-election": ClientBuild(
-        "etcd-go-election", "go/election",
-        lambda d: [["go", "build", "-mod=readonly", "-trimpath", "-o",
-                    str(d / "etcd-election"), "."]],
-        lambda d: [str(d / "etcd-election")],
-        "go build v1"),
-    "client-go": ClientBuild(
-        "client-go", "go/client-go",
-        lambda d: [["go", "build", "-mod=readonly", "-trimpath", "-o",
-                    str(d / "client-go-lease"), "."]],
-        lambda d: [str(d / "client-go-lease")],
-        "go build v1"),
-    "redisson": ClientBuild(
-        "redisson", "java/redisson", lambda d: _maven_javac(d, "RedissonLockClient"),
-        lambda d: [*_java_run(d), "RedissonLockClient", "lock"], "mvn+javac v1"),
-    "redisson-fenced": ClientBuild(
-        "redisson-fenced", "java/redisson", lambda d: _maven_javac(d, "RedissonLockClient"),
-        lambda d: [*_java_run(d), "RedissonLockClient", "fenced"], "mvn+javac v1"),
-    "shedlock": ClientBuild(
-        "shedlock", "java/shedlock", lambda d: _maven_javac(d, "ShedLockClient"),
-        lambda d: [*_java_run(d), "ShedLockClient"], "mvn+javac v1"),
-    "shedlock-jdbc": ClientBuild(
-        "shedlock-jdbc", "java/shedlock-jdbc", lambda d: _maven_javac(d, "ShedLockJdbcClient"),
-        lambda d: [*_java_run(d), "ShedLockJdbcClient"], "mvn+javac v1"),
-}
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("FENCECHECK_CLIENT_CACHE", DEFAULT_CACHE))
+    _go("go-redsync", "go/redsync", "redsync-client"),
+    _go("etcd-go-election", "go/election", "etcd-election"),
+    _go("client-go", "go/client-go", "client-go-lease"),
+    _maven("redisson", "java/redisson", "RedissonLockClient", "lock"),
+    _maven("redisson-fenced", "java/redisson", "RedissonLockClient", "fenced"),
+    _maven("shedlock", "java/shedlock", "ShedLockClient", shared=(JAVA_STDIO, SHEDLOCK)),
+    _maven("shedlock-jdbc", "java/shedlock-jdbc", "ShedLockJdbcClient",
+           shared=(JAVA_STDIO, SHEDLOCK)),
+)}
 
 
 def _nested(build: ClientBuild) -> set[str]:
-    """Other clients' source folders inside this one's (go/redsync in go): not its source."""
+    """Other clients' and the libraries' source folders inside this one's (go/redsync and
+    go/stdio in go): not its source (a library is hashed and copied under its own name)."""
     prefix = build.source + "/"
-    return {b.source.removeprefix(prefix).split("/")[0] for b in BUILDS.values()
-            if b.source.startswith(prefix)}
+    inside = [b.source for b in BUILDS.values()] + [s for b in BUILDS.values() for s in b.shared]
+    return {s.removeprefix(prefix).split("/")[0] for s in inside if s.startswith(prefix)}
+
+
+def _files(build: ClientBuild) -> list[tuple[str, Path]]:
+    """Every file of the build folder before its steps run: (path there, path in the tree)."""
+    trees = [("", HERE / build.source, {"node_modules", "classes", *_nested(build)})]
+    trees += [(Path(s).name + "/", HERE / s, set()) for s in build.shared]
+    return [(prefix + str(p.relative_to(src)), p) for prefix, src, skip in trees
+            for p in sorted(src.rglob("*"))
+            if p.is_file() and p.relative_to(src).parts[0] not in skip]
 
 
 def source_hash(build: ClientBuild) -> str:
     """sha256 of the recipe and every source file (path and content), first 16 hex digits."""
     h = hashlib.sha256(build.recipe.encode())
-    src = HERE / build.source
-    skip = {"node_modules", "classes", *_nested(build)}
-    for path in sorted(p for p in src.rglob("*") if p.is_file()):
-        rel = path.relative_to(src)
-        if rel.parts[0] in skip:
-            continue
-        h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    for rel, path in sorted(_files(build)):
+        h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
 def build_dir(name: str) -> Path:
     build = _get(name)
-    return cache_root() / f"{name}-{source_hash(build)}"
+    return cache.cache_root() / f"{name}-{source_hash(build)}"
 
 
 def _get(name: str) -> ClientBuild:
@@ -162,40 +158,23 @@ def _get(name: str) -> ClientBuild:
 def command(name: str) -> list[str]:
     """The argv that runs the built client `name`; NotBuilt (with the fix) if it is not built."""
     d = build_dir(name)
-    if not (d / ".built").exists():
+    if not cache.is_built(d):
         raise NotBuilt(f"client {name!r} is not built (looked in {d}); build it with: "
                        f"{BUILD_HINT} {name}")
     return _get(name).run(d)
+
+
+def _fill(build: ClientBuild, folder: Path) -> None:
+    for rel, path in _files(build):
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, folder / rel)
 
 
 def build(name: str) -> tuple[Path, bool]:
     """Build `name` unless its folder is already there. Returns (folder, whether it built)."""
     b = _get(name)
     final = build_dir(name)
-    if (final / ".built").exists():
-        return final, False
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
-    try:
-        shutil.copytree(HERE / b.source, tmp, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("node_modules", "classes", *_nested(b)))
-        for argv in b.steps(tmp):
-            log.info("%s: %s", name, " ".join(argv))
-            res = subprocess.run(argv, cwd=tmp, stdin=subprocess.DEVNULL,
-                                 capture_output=True, text=True)
-            if res.returncode != 0:
-                raise WorkloadError(f"building {name}: {' '.join(argv)} exited "
-                                    f"{res.returncode}: {(res.stderr or res.stdout)[-2000:]}")
-        # What a build makes does not depend on its folder's name (node_modules, class files,
-        # a static binary), so it is built aside and renamed into place when complete.
-        (tmp / ".built").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
-        if final.exists():
-            shutil.rmtree(final)
-        tmp.rename(final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final, True
+    return final, cache.run(final, name, lambda d: _fill(b, d), b.steps, WorkloadError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -213,8 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except WorkloadError as e:
             print(f"build-clients: {e}", file=sys.stderr)
             return 3
-        what = "built" if built else "cached"
-        print(f"build-clients: {name}: {what} in {time.monotonic() - t:.1f} s: {folder}")
+        print(cache.summary(name, built, t, folder))
     return 0
 
 

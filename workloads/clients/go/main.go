@@ -6,34 +6,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
-	"strings"
 	"time"
 
+	"fencecheck/stdio"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-type request struct {
-	ID        int64  `json:"id"`
-	Op        string `json:"op"`
-	Lock      string `json:"lock"`
-	LeaseMs   int64  `json:"lease_ms"`
-	TimeoutMs int64  `json:"timeout_ms"`
-}
-
-type reply struct {
-	ID        int64  `json:"id"`
-	Status    string `json:"status"`
-	Token     *int64 `json:"token,omitempty"`
-	Error     string `json:"error,omitempty"`
-	AttemptNs *int64 `json:"attempt_ns,omitempty"`
-}
+type (
+	request = stdio.Request
+	reply   = stdio.Reply
+)
 
 type grant struct {
 	session *concurrency.Session
@@ -42,11 +27,11 @@ type grant struct {
 
 var (
 	cli       *clientv3.Client
-	held      = map[string]grant{}
+	held      = stdio.Grants[grant]{}
 	opTimeout = time.Second
 )
 
-func acquire(req request) reply {
+func acquire(req request, _ time.Time) reply {
 	ttl := int((req.LeaseMs + 999) / 1000)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(req.TimeoutMs)*time.Millisecond)
 	defer cancel()
@@ -77,69 +62,38 @@ func acquire(req request) reply {
 	return reply{Status: "ok", Token: &rev}
 }
 
-func handle(req request) reply {
-	g, ok := held[req.Lock]
-	switch req.Op {
-	case "acquire":
-		return acquire(req)
-	case "renew":
-		if !ok {
-			return reply{Status: "fail", Error: "not-held"}
-		}
-		// The session's keepalive renews the lease in the background; renew checks it is alive.
-		select {
-		case <-g.session.Done():
-			return reply{Status: "fail", Error: "session-expired"}
-		default:
-			return reply{Status: "ok"}
-		}
-	case "release":
-		if !ok {
-			return reply{Status: "fail", Error: "not-held"}
-		}
-		delete(held, req.Lock)
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		defer cancel()
-		err := g.mutex.Unlock(ctx)
-		g.session.Close() // revokes the lease
-		if err != nil {
-			return reply{Status: "info", Error: err.Error()}
-		}
+func renew(_ request, g grant) reply {
+	// The session's keepalive renews the lease in the background; renew checks it is alive.
+	select {
+	case <-g.session.Done():
+		return reply{Status: "fail", Error: "session-expired"}
+	default:
 		return reply{Status: "ok"}
-	case "close":
-		os.Exit(0)
 	}
-	return reply{Status: "fail", Error: "unknown op " + req.Op}
 }
 
-func main() {
-	var opts struct {
-		OpTimeoutS float64 `json:"op_timeout_s"`
+func release(_ request, g grant) reply {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	err := g.mutex.Unlock(ctx)
+	g.session.Close() // revokes the lease
+	if err != nil {
+		return reply{Status: "info", Error: err.Error()}
 	}
-	_ = json.Unmarshal([]byte(os.Getenv("FENCECHECK_OPTIONS")), &opts)
-	if opts.OpTimeoutS > 0 {
-		opTimeout = time.Duration(opts.OpTimeoutS * float64(time.Second))
-	}
-	var err error
+	return reply{Status: "ok"}
+}
+
+func connect() (err error) {
+	opTimeout = stdio.OpTimeout()
 	cli, err = clientv3.New(clientv3.Config{
-		Endpoints:   strings.Split(os.Getenv("FENCECHECK_ENDPOINTS"), ","),
+		Endpoints:   stdio.Endpoints(),
 		DialTimeout: opTimeout,
 		Logger:      nil,
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "etcd-client:", err)
-		os.Exit(3)
-	}
-	in := bufio.NewScanner(os.Stdin)
-	out := json.NewEncoder(os.Stdout)
-	for in.Scan() {
-		var req request
-		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
-			fmt.Fprintln(os.Stderr, "etcd-client: bad request:", err)
-			os.Exit(3)
-		}
-		r := handle(req)
-		r.ID = req.ID
-		_ = out.Encode(r)
-	}
+	return err
+}
+
+func main() {
+	stdio.Program{Name: "etcd-client", Connect: connect, Acquire: acquire,
+		Renew: held.Renew(renew), Release: held.Release(release)}.Run()
 }

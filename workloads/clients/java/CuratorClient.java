@@ -4,11 +4,7 @@
 // The lock lives as long as the ZooKeeper session, whose timeout is the request's lease_ms (set
 // when the client connects, from FENCECHECK_OPTIONS' lease_ms or the first acquire).
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -19,7 +15,6 @@ import org.apache.curator.retry.RetryNTimes;
 import org.apache.zookeeper.data.Stat;
 
 public final class CuratorClient {
-    private static final ObjectMapper JSON = new ObjectMapper();
     private static final Map<String, Mutex> HELD = new HashMap<>();
     private static CuratorFramework zk;
 
@@ -45,7 +40,7 @@ public final class CuratorClient {
     }
 
     private static ObjectNode handle(JsonNode req, int opMs) throws Exception {
-        ObjectNode reply = JSON.createObjectNode();
+        ObjectNode reply = Stdio.JSON.createObjectNode();
         String op = req.path("op").asText();
         String lock = req.path("lock").asText();
         String path = "/fencecheck/" + lock;
@@ -82,21 +77,7 @@ public final class CuratorClient {
     }
 
     public static void main(String[] args) throws Exception {
-        JsonNode opts = JSON.readTree(System.getenv().getOrDefault("FENCECHECK_OPTIONS", "{}"));
-        int opMs = (int) (opts.path("op_timeout_s").asDouble(1.0) * 1000);
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        String line;
-        while ((line = in.readLine()) != null) {
-            JsonNode req = JSON.readTree(line);
-            ObjectNode reply;
-            try {
-                reply = handle(req, opMs);
-            } catch (Exception e) {
-                reply = JSON.createObjectNode().put("status", "info").put("error", String.valueOf(e));
-            }
-            reply.put("id", req.path("id").asLong());
-            System.out.println(JSON.writeValueAsString(reply));
-            System.out.flush();
-        }
+        int opMs = (int) (Stdio.options().path("op_timeout_s").asDouble(1.0) * 1000);
+        Stdio.serve((req, start) -> handle(req, opMs), e -> Stdio.failed("info", String.valueOf(e)));
     }
 }

@@ -54,3 +54,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+require fencecheck/stdio v0.0.0
+
+replace fencecheck/stdio => ../stdio

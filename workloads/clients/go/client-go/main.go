@@ -16,17 +16,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"fencecheck/stdio"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,30 +36,18 @@ import (
 	"k8s.io/klog/v2"
 )
 
-type request struct {
-	ID        int64  `json:"id"`
-	Op        string `json:"op"`
-	Lock      string `json:"lock"`
-	LeaseMs   int64  `json:"lease_ms"`
-	TimeoutMs int64  `json:"timeout_ms"`
-}
-
-type reply struct {
-	ID        int64  `json:"id"`
-	Status    string `json:"status"`
-	Token     *int64 `json:"token,omitempty"`
-	AttemptNs *int64 `json:"attempt_ns,omitempty"`
-	Error     string `json:"error,omitempty"`
-}
+type (
+	request = stdio.Request
+	reply   = stdio.Reply
+)
 
 type options struct {
-	OpTimeoutS      float64 `json:"op_timeout_s"`
-	Token           string  `json:"k8s_token"`
-	CAFile          string  `json:"k8s_ca_file"`
-	Namespace       string  `json:"k8s_namespace"`
-	LeaseDurationMs int64   `json:"lease_duration_ms"`
-	RenewDeadlineMs int64   `json:"renew_deadline_ms"`
-	RetryPeriodMs   int64   `json:"retry_period_ms"`
+	Token           string `json:"k8s_token"`
+	CAFile          string `json:"k8s_ca_file"`
+	Namespace       string `json:"k8s_namespace"`
+	LeaseDurationMs int64  `json:"lease_duration_ms"`
+	RenewDeadlineMs int64  `json:"renew_deadline_ms"`
+	RetryPeriodMs   int64  `json:"retry_period_ms"`
 }
 
 // write is one Create or Update of the Lease by an elector, as the API server answered it.
@@ -345,8 +331,8 @@ func release(req request, t0 time.Time) reply {
 
 func connect() error {
 	var raw map[string]any
-	_ = json.Unmarshal([]byte(os.Getenv("FENCECHECK_OPTIONS")), &raw)
-	_ = json.Unmarshal([]byte(os.Getenv("FENCECHECK_OPTIONS")), &opts)
+	stdio.Options(&raw)
+	stdio.Options(&opts)
 	// --client-opt values arrive as strings: accept "2000" as well as 2000.
 	for key, dst := range map[string]*int64{"lease_duration_ms": &opts.LeaseDurationMs,
 		"renew_deadline_ms": &opts.RenewDeadlineMs, "retry_period_ms": &opts.RetryPeriodMs} {
@@ -358,13 +344,11 @@ func connect() error {
 			*dst = v
 		}
 	}
-	if opts.OpTimeoutS > 0 {
-		opTimeout = time.Duration(opts.OpTimeoutS * float64(time.Second))
-	}
+	opTimeout = stdio.OpTimeout()
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}
-	endpoints := strings.Split(os.Getenv("FENCECHECK_ENDPOINTS"), ",")
+	endpoints := stdio.Endpoints()
 	n, _ := strconv.Atoi(worker)
 	cfg := &rest.Config{
 		Host:            "https://" + endpoints[n%len(endpoints)],
@@ -382,37 +366,11 @@ func connect() error {
 
 func main() {
 	klog.SetOutput(os.Stderr)
-	if err := connect(); err != nil {
-		fmt.Fprintln(os.Stderr, "client-go:", err)
-		os.Exit(3)
-	}
-	in := bufio.NewScanner(os.Stdin)
-	out := json.NewEncoder(os.Stdout)
-	for in.Scan() {
-		t0 := time.Now()
-		var req request
-		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
-			fmt.Fprintln(os.Stderr, "client-go: bad request:", err)
-			os.Exit(3)
-		}
-		var r reply
-		switch req.Op {
-		case "acquire":
-			r = acquire(req, t0)
-		case "renew":
-			r = renewOp(req, t0)
-		case "release":
-			r = release(req, t0)
-		case "close":
+	stdio.Program{Name: "client-go", Connect: connect, Acquire: acquire, Renew: renewOp,
+		Release: release, Close: func() {
 			for _, c := range held {
 				c.cancel()
 				<-c.stopped
 			}
-			os.Exit(0)
-		default:
-			r = reply{Status: "fail", Error: "unknown op " + req.Op}
-		}
-		r.ID = req.ID
-		_ = out.Encode(r)
-	}
+		}}.Run()
 }

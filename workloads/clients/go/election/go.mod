@@ -25,3 +25,7 @@ require (
 	google.golang.org/grpc v1.59.0 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 )
+
+require fencecheck/stdio v0.0.0
+
+replace fencecheck/stdio => ../stdio

@@ -7,34 +7,21 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"strings"
 	"time"
 
+	"fencecheck/stdio"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-type request struct {
-	ID        int64  `json:"id"`
-	Op        string `json:"op"`
-	Lock      string `json:"lock"`
-	LeaseMs   int64  `json:"lease_ms"`
-	TimeoutMs int64  `json:"timeout_ms"`
-}
-
-type reply struct {
-	ID     int64  `json:"id"`
-	Status string `json:"status"`
-	Token  *int64 `json:"token,omitempty"`
-	Error  string `json:"error,omitempty"`
-}
+type (
+	request = stdio.Request
+	reply   = stdio.Reply
+)
 
 type term struct {
 	session  *concurrency.Session
@@ -43,12 +30,12 @@ type term struct {
 
 var (
 	cli       *clientv3.Client
-	held      = map[string]term{}
+	held      = stdio.Grants[term]{}
 	opTimeout = time.Second
 	me        = "candidate-" + os.Getenv("FENCECHECK_WORKER")
 )
 
-func campaign(req request) reply {
+func campaign(req request, _ time.Time) reply {
 	ttl := int((req.LeaseMs + 999) / 1000)
 	s, err := concurrency.NewSession(cli, concurrency.WithTTL(ttl), concurrency.WithContext(context.Background()))
 	if err != nil {
@@ -74,87 +61,56 @@ func campaign(req request) reply {
 	return reply{Status: "ok", Token: &rev}
 }
 
-func handle(req request) reply {
-	t, ok := held[req.Lock]
-	switch req.Op {
-	case "acquire":
-		return campaign(req)
-	case "renew":
-		if !ok {
-			return reply{Status: "fail", Error: "not-held"}
-		}
-		select {
-		case <-t.session.Done(): // the keepalive lost the lease: the term is over
-			return reply{Status: "fail", Error: "session-expired"}
-		default:
-		}
-		// The session's background keepalive last refreshed the lease up to a third of its TTL
-		// ago; the worker counts a renewed lease from this request, so refresh it now, then
-		// proclaim, which writes only if our leader key (by its create revision) is still there.
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		defer cancel()
-		if _, err := cli.KeepAliveOnce(ctx, t.session.Lease()); err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return reply{Status: "fail", Error: "lease-expired"}
-			}
-			return reply{Status: "info", Error: "keepalive: " + err.Error()}
-		}
-		if err := t.election.Proclaim(ctx, me); err != nil {
-			if errors.Is(err, concurrency.ErrElectionNotLeader) {
-				return reply{Status: "fail", Error: "not-leader"}
-			}
-			return reply{Status: "info", Error: "proclaim: " + err.Error()}
-		}
-		return reply{Status: "ok"}
-	case "release":
-		if !ok {
-			return reply{Status: "fail", Error: "not-held"}
-		}
-		delete(held, req.Lock)
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		defer cancel()
-		err := t.election.Resign(ctx)
-		if cerr := t.session.Close(); err == nil { // revokes the lease
-			err = cerr
-		}
-		if err != nil {
-			return reply{Status: "info", Error: "resign: " + err.Error()}
-		}
-		return reply{Status: "ok"}
-	case "close":
-		os.Exit(0)
+func renew(_ request, t term) reply {
+	select {
+	case <-t.session.Done(): // the keepalive lost the lease: the term is over
+		return reply{Status: "fail", Error: "session-expired"}
+	default:
 	}
-	return reply{Status: "fail", Error: "unknown op " + req.Op}
+	// The session's background keepalive last refreshed the lease up to a third of its TTL
+	// ago; the worker counts a renewed lease from this request, so refresh it now, then
+	// proclaim, which writes only if our leader key (by its create revision) is still there.
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if _, err := cli.KeepAliveOnce(ctx, t.session.Lease()); err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return reply{Status: "fail", Error: "lease-expired"}
+		}
+		return reply{Status: "info", Error: "keepalive: " + err.Error()}
+	}
+	if err := t.election.Proclaim(ctx, me); err != nil {
+		if errors.Is(err, concurrency.ErrElectionNotLeader) {
+			return reply{Status: "fail", Error: "not-leader"}
+		}
+		return reply{Status: "info", Error: "proclaim: " + err.Error()}
+	}
+	return reply{Status: "ok"}
 }
 
-func main() {
-	var opts struct {
-		OpTimeoutS float64 `json:"op_timeout_s"`
+func resign(_ request, t term) reply {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	err := t.election.Resign(ctx)
+	if cerr := t.session.Close(); err == nil { // revokes the lease
+		err = cerr
 	}
-	_ = json.Unmarshal([]byte(os.Getenv("FENCECHECK_OPTIONS")), &opts)
-	if opts.OpTimeoutS > 0 {
-		opTimeout = time.Duration(opts.OpTimeoutS * float64(time.Second))
+	if err != nil {
+		return reply{Status: "info", Error: "resign: " + err.Error()}
 	}
-	var err error
+	return reply{Status: "ok"}
+}
+
+func connect() (err error) {
+	opTimeout = stdio.OpTimeout()
 	cli, err = clientv3.New(clientv3.Config{
-		Endpoints:   strings.Split(os.Getenv("FENCECHECK_ENDPOINTS"), ","),
+		Endpoints:   stdio.Endpoints(),
 		DialTimeout: opTimeout,
 		Logger:      nil,
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "etcd-election:", err)
-		os.Exit(3)
-	}
-	in := bufio.NewScanner(os.Stdin)
-	out := json.NewEncoder(os.Stdout)
-	for in.Scan() {
-		var req request
-		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
-			fmt.Fprintln(os.Stderr, "etcd-election: bad request:", err)
-			os.Exit(3)
-		}
-		r := handle(req)
-		r.ID = req.ID
-		_ = out.Encode(r)
-	}
+	return err
+}
+
+func main() {
+	stdio.Program{Name: "etcd-election", Connect: connect, Acquire: campaign,
+		Renew: held.Renew(renew), Release: held.Release(resign)}.Run()
 }

@@ -13,3 +13,7 @@ require (
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
 )
+
+require fencecheck/stdio v0.0.0
+
+replace fencecheck/stdio => ../stdio

@@ -6,41 +6,28 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
 	"os"
-	"strings"
 	"time"
 
+	"fencecheck/stdio"
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	goredislib "github.com/redis/go-redis/v9"
 )
 
-type request struct {
-	ID        int64  `json:"id"`
-	Op        string `json:"op"`
-	Lock      string `json:"lock"`
-	LeaseMs   int64  `json:"lease_ms"`
-	TimeoutMs int64  `json:"timeout_ms"`
-}
-
-type reply struct {
-	ID        int64  `json:"id"`
-	Status    string `json:"status"`
-	Token     *int64 `json:"token"` // always null: Redlock has no token
-	Error     string `json:"error,omitempty"`
-	AttemptNs *int64 `json:"attempt_ns,omitempty"`
-}
+type (
+	request = stdio.Request
+	reply   = stdio.Reply // Token always nil: Redlock has no token
+)
 
 var (
 	rs        *redsync.Redsync
-	held      = map[string]*redsync.Mutex{}
+	held      = stdio.Grants[*redsync.Mutex]{}
 	opTimeout = time.Second
 )
 
@@ -79,53 +66,33 @@ func acquire(req request, start time.Time) reply {
 	}
 }
 
-func handle(req request, start time.Time) reply {
-	m, ok := held[req.Lock]
-	switch req.Op {
-	case "acquire":
-		return acquire(req, start)
-	case "renew":
-		if !ok {
-			return reply{Status: "fail", Error: "not-held"}
+func renew(_ request, m *redsync.Mutex) reply {
+	// Extend keeps the expiry the mutex was made with, which is the lease the worker asks for.
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if extended, err := m.ExtendContext(ctx); err != nil || !extended {
+		if err != nil && !lostVote(err) {
+			return reply{Status: "info", Error: "extend: " + err.Error()}
 		}
-		// Extend keeps the expiry the mutex was made with, which is the lease the worker asks for.
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		defer cancel()
-		if extended, err := m.ExtendContext(ctx); err != nil || !extended {
-			if err != nil && !lostVote(err) {
-				return reply{Status: "info", Error: "extend: " + err.Error()}
-			}
-			return reply{Status: "fail", Error: "not-held"}
-		}
-		return reply{Status: "ok"}
-	case "release":
-		if !ok {
-			return reply{Status: "fail", Error: "not-held"}
-		}
-		delete(held, req.Lock)
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		defer cancel()
-		// A partial unlock may leave the key on a minority until it expires: not definite.
-		if unlocked, err := m.UnlockContext(ctx); err != nil || !unlocked {
-			return reply{Status: "info", Error: "unlock-partial"}
-		}
-		return reply{Status: "ok"}
-	case "close":
-		os.Exit(0)
+		return stdio.NotHeld
 	}
-	return reply{Status: "fail", Error: "unknown op " + req.Op}
+	return reply{Status: "ok"}
+}
+
+func release(_ request, m *redsync.Mutex) reply {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	// A partial unlock may leave the key on a minority until it expires: not definite.
+	if unlocked, err := m.UnlockContext(ctx); err != nil || !unlocked {
+		return reply{Status: "info", Error: "unlock-partial"}
+	}
+	return reply{Status: "ok"}
 }
 
 func main() {
-	var opts struct {
-		OpTimeoutS float64 `json:"op_timeout_s"`
-	}
-	_ = json.Unmarshal([]byte(os.Getenv("FENCECHECK_OPTIONS")), &opts)
-	if opts.OpTimeoutS > 0 {
-		opTimeout = time.Duration(opts.OpTimeoutS * float64(time.Second))
-	}
+	opTimeout = stdio.OpTimeout()
 	var pools []redis.Pool
-	for _, ep := range strings.Split(os.Getenv("FENCECHECK_ENDPOINTS"), ",") {
+	for _, ep := range stdio.Endpoints() {
 		pools = append(pools, goredis.NewPool(goredislib.NewClient(&goredislib.Options{
 			Addr:         ep,
 			DialTimeout:  opTimeout,
@@ -135,17 +102,6 @@ func main() {
 		})))
 	}
 	rs = redsync.New(pools...)
-	in := bufio.NewScanner(os.Stdin)
-	out := json.NewEncoder(os.Stdout)
-	for in.Scan() {
-		start := time.Now()
-		var req request
-		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
-			fmt.Fprintln(os.Stderr, "redsync-client: bad request:", err)
-			os.Exit(3)
-		}
-		r := handle(req, start)
-		r.ID = req.ID
-		_ = out.Encode(r)
-	}
+	stdio.Program{Name: "redsync-client", Acquire: acquire, Renew: held.Renew(renew),
+		Release: held.Release(release), NoToken: true}.Run()
 }

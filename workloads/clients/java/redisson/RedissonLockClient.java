@@ -8,11 +8,7 @@
 // client option service_name (the redis-sentinel backend gives it) the endpoints are the
 // sentinels and the locks live on the primary they name.
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -28,7 +24,6 @@ import org.redisson.config.ReadMode;
 import org.redisson.config.SentinelServersConfig;
 
 public final class RedissonLockClient {
-    private static final ObjectMapper JSON = new ObjectMapper();
     private static final Map<String, RLock> HELD = new HashMap<>();
     private static final String RENEW = "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
         + "redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;";
@@ -79,18 +74,6 @@ public final class RedissonLockClient {
         return redisson;
     }
 
-    private static ObjectNode reply(String status) {
-        ObjectNode r = JSON.createObjectNode();
-        r.put("status", status);
-        return r;
-    }
-
-    private static ObjectNode failed(String status, String error) {
-        ObjectNode r = reply(status);
-        r.put("error", error);
-        return r;
-    }
-
     private static ObjectNode acquire(JsonNode req) throws InterruptedException {
         String name = req.get("lock").asText();
         long wait = req.get("timeout_ms").asLong();
@@ -99,17 +82,17 @@ public final class RedissonLockClient {
             RFencedLock lock = c.getFencedLock("fencecheck:" + name);
             Long token = lock.tryLockAndGetToken(wait, TimeUnit.MILLISECONDS);
             if (token == null) {
-                return failed("fail", "timeout");
+                return Stdio.failed("fail", "timeout");
             }
             HELD.put(name, lock);
-            return reply("ok").put("token", token);
+            return Stdio.reply("ok").put("token", token);
         }
         RLock lock = c.getLock("fencecheck:" + name);
         if (!lock.tryLock(wait, TimeUnit.MILLISECONDS)) {
-            return failed("fail", "timeout");
+            return Stdio.failed("fail", "timeout");
         }
         HELD.put(name, lock);
-        return reply("ok").putNull("token");
+        return Stdio.reply("ok").putNull("token");
     }
 
     private static ObjectNode handle(JsonNode req) throws InterruptedException {
@@ -123,24 +106,25 @@ public final class RedissonLockClient {
                 // renewed lease from this request: renew now, as the watchdog does (pexpire only
                 // while this thread's entry is in the lock's hash), in one script.
                 if (lock == null) {
-                    return failed("fail", "not-held");
+                    return Stdio.failed("fail", "not-held");
                 }
                 Long renewed = redisson.getScript(StringCodec.INSTANCE).eval(
                     RScript.Mode.READ_WRITE, RENEW, RScript.ReturnType.INTEGER,
                     List.of(lock.getName()), req.get("lease_ms").asText(),
                     redisson.getId() + ":" + Thread.currentThread().getId());
-                return renewed != null && renewed == 1 ? reply("ok") : failed("fail", "not-held");
+                return renewed != null && renewed == 1
+                    ? Stdio.reply("ok") : Stdio.failed("fail", "not-held");
             case "release":
                 if (lock == null) {
-                    return failed("fail", "not-held");
+                    return Stdio.failed("fail", "not-held");
                 }
                 HELD.remove(req.get("lock").asText());
                 try {
                     lock.unlock();
                 } catch (IllegalMonitorStateException e) { // it expired, or another holds it
-                    return failed("fail", "not-held");
+                    return Stdio.failed("fail", "not-held");
                 }
-                return reply("ok");
+                return Stdio.reply("ok");
             case "close":
                 if (redisson != null) {
                     redisson.shutdown(0, 1, TimeUnit.SECONDS);
@@ -148,31 +132,15 @@ public final class RedissonLockClient {
                 System.exit(0);
                 return null;
             default:
-                return failed("fail", "unknown op " + op);
+                return Stdio.failed("fail", "unknown op " + op);
         }
     }
 
     public static void main(String[] args) throws Exception {
         fenced = args.length > 0 && args[0].equals("fenced");
-        String env = System.getenv("FENCECHECK_OPTIONS");
-        JsonNode opts = JSON.readTree(env == null ? "{}" : env);
+        JsonNode opts = Stdio.options();
         opTimeoutMs = (int) Math.round(opts.path("op_timeout_s").asDouble(1.0) * 1000);
         sentinelMaster = opts.hasNonNull("service_name") ? opts.get("service_name").asText() : null;
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        for (String line; (line = in.readLine()) != null;) {
-            JsonNode req = JSON.readTree(line);
-            ObjectNode r;
-            try {
-                r = handle(req);
-            } catch (RuntimeException e) { // Redis errors, timeouts: the outcome is unknown
-                System.err.println("redisson-client: " + e);
-                r = failed("info", e.getClass().getSimpleName());
-            }
-            ObjectNode out = JSON.createObjectNode().put("id", req.get("id").asLong());
-            out.setAll(r);
-            System.out.println(JSON.writeValueAsString(out));
-            System.out.flush();
-        }
-        System.exit(0);
+        Stdio.serve((req, start) -> handle(req), Stdio.unknown("redisson-client"));
     }
 }

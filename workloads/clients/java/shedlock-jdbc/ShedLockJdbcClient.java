@@ -1,13 +1,8 @@
 // A fencecheck stdio client (docs/client-protocol.md) over ShedLock (net.javacrumbs.shedlock)
 // with its JDBC provider, JdbcTemplateLockProvider, on PostgreSQL (the postgres-advisory
 // backend's server) through the PostgreSQL JDBC driver. The protocol maps as for the Redis
-// provider (workloads/clients/java/shedlock/):
-//   acquire  LockProvider.lock(LockConfiguration(now, lock, lockAtMostFor = lease_ms,
-//            lockAtLeastFor = the client option lock_at_least_ms, default 0)), tried again
-//            every 50 ms until timeout_ms;
-//   renew    refused ("not-renewable"), as the Redis client does: a job runs under its
-//            lockAtMostFor alone;
-//   release  SimpleLock.unlock(): lock_until set back to lockAtLeastFor after the grant, or now.
+// provider (../shedlock-common/ShedLockJobs.java, shared with it); a release sets lock_until
+// back to lockAtLeastFor after the grant, or now.
 // Client options: use_db_time (default false, ShedLock's default) = the provider's
 // usingDbTime(): lock_until and "now" come from PostgreSQL's clock, not this JVM's, and (in
 // 5.10.0's PostgreSQL statements) the unlock then also checks locked_by; locked_by (default
@@ -16,49 +11,23 @@
 // The program creates the provider's table ("shedlock", the schema ShedLock documents) if it is
 // not there, before its first acquire. ShedLock has no fencing token: every grant replies null.
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.time.Instant;
-import java.util.HashMap;
-import java.util.Map;
-import java.util.Optional;
-import net.javacrumbs.shedlock.core.LockConfiguration;
-import net.javacrumbs.shedlock.core.SimpleLock;
 import net.javacrumbs.shedlock.provider.jdbctemplate.JdbcTemplateLockProvider;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.SingleConnectionDataSource;
 
 public final class ShedLockJdbcClient {
-    private static final ObjectMapper JSON = new ObjectMapper();
-    private static final Map<String, SimpleLock> HELD = new HashMap<>();
     static final String TABLE = "shedlock";
     // ShedLock's documented PostgreSQL table.
     private static final String CREATE = "CREATE TABLE IF NOT EXISTS " + TABLE
         + " (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL,"
         + " locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))";
     private static SingleConnectionDataSource dataSource;
-    private static JdbcTemplateLockProvider provider;
     private static boolean tableReady;
-    private static long lockAtLeastMs;
 
     private ShedLockJdbcClient() {}
-
-    private static ObjectNode reply(String status) {
-        ObjectNode r = JSON.createObjectNode();
-        r.put("status", status);
-        return r;
-    }
-
-    private static ObjectNode failed(String status, String error) {
-        ObjectNode r = reply(status);
-        r.put("error", error);
-        return r;
-    }
 
     /** Creates the table once; false if it could not (nothing about a lock was sent). */
     private static boolean ensureTable() {
@@ -77,57 +46,9 @@ public final class ShedLockJdbcClient {
         return tableReady;
     }
 
-    private static ObjectNode acquire(JsonNode req, long start) throws InterruptedException {
-        if (!ensureTable()) {
-            return failed("fail", "no-table");
-        }
-        String name = req.get("lock").asText();
-        long deadline = start + req.get("timeout_ms").asLong() * 1_000_000L;
-        Duration atMost = Duration.ofMillis(req.get("lease_ms").asLong());
-        Duration atLeast = Duration.ofMillis(Math.min(lockAtLeastMs, atMost.toMillis()));
-        for (;;) {
-            long attempt = System.nanoTime();
-            Optional<SimpleLock> lock =
-                provider.lock(new LockConfiguration(Instant.now(), name, atMost, atLeast));
-            if (lock.isPresent()) {
-                HELD.put(name, lock.get());
-                return reply("ok").putNull("token").put("attempt_ns", attempt - start);
-            }
-            if (System.nanoTime() + 100_000_000L > deadline) {
-                return failed("fail", "locked");
-            }
-            Thread.sleep(50);
-        }
-    }
-
-    private static ObjectNode handle(JsonNode req, long start) throws InterruptedException {
-        String op = req.get("op").asText();
-        SimpleLock lock = HELD.get(req.path("lock").asText());
-        switch (op) {
-            case "acquire":
-                return acquire(req, start);
-            case "renew":
-                return failed("fail", lock == null ? "not-held" : "not-renewable");
-            case "release":
-                if (lock == null) {
-                    return failed("fail", "not-held");
-                }
-                HELD.remove(req.get("lock").asText());
-                lock.unlock();
-                return reply("ok");
-            case "close":
-                System.exit(0);
-                return null;
-            default:
-                return failed("fail", "unknown op " + op);
-        }
-    }
-
     public static void main(String[] args) throws Exception {
-        String env = System.getenv("FENCECHECK_OPTIONS");
-        JsonNode opts = JSON.readTree(env == null ? "{}" : env);
+        JsonNode opts = Stdio.options();
         long timeoutS = Math.max(1, (long) Math.ceil(opts.path("op_timeout_s").asDouble(1.0)));
-        lockAtLeastMs = opts.path("lock_at_least_ms").asLong(0);
         String worker = System.getenv().getOrDefault("FENCECHECK_WORKER", "0");
         String lockedBy = opts.path("locked_by").asText("fencecheck-w" + worker);
         String ep = System.getenv("FENCECHECK_ENDPOINTS").split(",")[0];
@@ -143,24 +64,14 @@ public final class ShedLockJdbcClient {
         if (opts.path("use_db_time").asBoolean(false)) {
             config = config.usingDbTime();
         }
-        provider = new JdbcTemplateLockProvider(config.build());
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        for (String line; (line = in.readLine()) != null;) {
-            long start = System.nanoTime();
-            JsonNode req = JSON.readTree(line);
-            ObjectNode r;
-            try {
-                r = handle(req, start);
-            } catch (RuntimeException e) { // database errors, timeouts: the outcome is unknown
-                System.err.println("shedlock-jdbc-client: " + e);
-                dataSource.resetConnection();
-                r = failed("info", e.getClass().getSimpleName());
-            }
-            ObjectNode out = JSON.createObjectNode().put("id", req.get("id").asLong());
-            out.setAll(r);
-            System.out.println(JSON.writeValueAsString(out));
-            System.out.flush();
-        }
-        System.exit(0);
+        ShedLockJobs jobs = new ShedLockJobs(new JdbcTemplateLockProvider(config.build()),
+            opts.path("lock_at_least_ms").asLong(0),
+            () -> ensureTable() ? null : Stdio.failed("fail", "no-table"));
+        Stdio.OnError unknown = Stdio.unknown("shedlock-jdbc-client");
+        Stdio.serve(jobs::handle, e -> { // database errors, timeouts
+            ObjectNode r = unknown.reply(e);
+            dataSource.resetConnection(); // the next operation reconnects
+            return r;
+        });
     }
 }

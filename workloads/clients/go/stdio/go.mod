@@ -1,0 +1,3 @@
+module fencecheck/stdio
+
+go 1.22
