@@ -186,13 +186,14 @@ def processes_matching(text: str) -> list[str]:
 # seconds to start keep them in one worker. Everything else is spread test by test. By module
 # path (relative to the repository), in one place.
 GROUPS: dict[str, str] = {
-    # three kube-apiservers and a three-member etcd per run, several runs side by side
-    "tests/fencecheck/test_kubernetes.py": "heavy",
-    "tests/fencecheck/test_client_go.py": "heavy",
-    # JVM clusters and JVM client programs, five JVMs a run
-    "tests/fencecheck/test_third_party_go_jvm.py": "heavy",
-    # a matrix of runs three times over (the shards) beside the unsharded one
-    "tests/fencecheck/test_shard.py": "heavy",
+    # three kube-apiservers and a three-member etcd per run, two runs side by side
+    "tests/fencecheck/test_kubernetes.py": "kube",
+    "tests/fencecheck/test_client_go.py": "kube",
+    # JVM clusters and JVM client programs (five JVMs a run, twins side by side), and a matrix
+    # run three times over (the shards) beside the unsharded one
+    "tests/fencecheck/test_third_party_go_jvm.py": "jvm",
+    "tests/fencecheck/test_third_party.py": "jvm",
+    "tests/fencecheck/test_shard.py": "jvm",
     # module-scoped ensembles: one start per module rather than one per worker
     "tests/clusters/test_zookeeper.py": "zookeeper",
     "tests/workloads/test_zk_client.py": "zookeeper",
