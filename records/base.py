@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -71,6 +72,35 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def decode_object(data: bytes | str, type_: type[T], where: str, fmt: int) -> T:
+    """A record file whose document is one object of type_ carrying an optional
+    `format_version` (absent: format fmt); RecordError naming the field otherwise."""
+    doc = decode_json(data, where)
+    if not isinstance(doc, dict):
+        raise RecordError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+    rec = convert(doc, type_, where)
+    version = getattr(rec, "format_version", msgspec.UNSET)
+    if version is not msgspec.UNSET and version != fmt:
+        raise RecordError(f"{where}: format_version {version}: this fencecheck reads format "
+                          f"{fmt}")
+    return rec
+
+
+class RecordFile(Generic[T]):
+    """A record's file operations from its decode and encode: `read` (RecordError naming the
+    path) and `write` (atomic)."""
+
+    def __init__(self, decode: Callable[[bytes | str, str], T],
+                 encode: Callable[[T], bytes]) -> None:
+        self._decode, self._encode = decode, encode
+
+    def read(self, path: Path) -> T:
+        return self._decode(read_bytes(path), str(path))
+
+    def write(self, path: Path, rec: T) -> None:
+        write_atomic(path, self._encode(rec))
 
 
 def schema_of(type_: Any, title: str, description: str) -> dict[str, Any]:

@@ -8,21 +8,12 @@ expectation and runs, and each run's seed and verdict, are required; the rest ma
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from fencecheck.records.base import (
-    RecordError,
-    convert,
-    decode_json,
-    encode_json,
-    read_bytes,
-    schema_of,
-    write_atomic,
-)
+from fencecheck.records.base import RecordFile, decode_object, encode_json, schema_of
 
 MATRIX_FORMAT = 1
 
@@ -55,26 +46,14 @@ class MatrixRecord(msgspec.Struct, kw_only=True):
 
 
 def decode(data: bytes | str, where: str = "matrix.json") -> MatrixRecord:
-    doc = decode_json(data, where)
-    if not isinstance(doc, dict):
-        raise RecordError(f"{where}: expected a JSON object, got {type(doc).__name__}")
-    rec = convert(doc, MatrixRecord, where)
-    if rec.format_version is not UNSET and rec.format_version != MATRIX_FORMAT:
-        raise RecordError(f"{where}: format_version {rec.format_version}: this fencecheck "
-                          f"reads format {MATRIX_FORMAT}")
-    return rec
+    return decode_object(data, MatrixRecord, where, MATRIX_FORMAT)
 
 
 def encode(rec: MatrixRecord) -> bytes:
     return encode_json(rec)
 
 
-def read(path: Path) -> MatrixRecord:
-    return decode(read_bytes(path), str(path))
-
-
-def write(path: Path, rec: MatrixRecord) -> None:
-    write_atomic(path, encode(rec))
+read, write = (_file := RecordFile(decode, encode)).read, _file.write
 
 
 def schema() -> dict[str, Any]:

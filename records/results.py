@@ -20,7 +20,6 @@ as format 1.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -28,12 +27,11 @@ from msgspec import UNSET, Meta, UnsetType
 
 from fencecheck.records.base import (
     RecordError,
+    RecordFile,
     convert,
     decode_json,
     encode_json,
-    read_bytes,
     schema_of,
-    write_atomic,
 )
 
 RESULTS_FORMAT: Final = 1
@@ -243,12 +241,7 @@ def encode(rec: Results) -> bytes:
     return encode_json(to_document(rec))
 
 
-def read(path: Path) -> Results:
-    return decode(read_bytes(path), str(path))
-
-
-def write(path: Path, rec: Results) -> None:
-    write_atomic(path, encode(rec))
+read, write = (_file := RecordFile(decode, encode)).read, _file.write
 
 
 def schema() -> dict[str, Any]:

@@ -16,21 +16,12 @@ again at replay. The fields that readers interpret (backend, client, fault, fenc
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from fencecheck.records.base import (
-    RecordError,
-    convert,
-    decode_json,
-    encode_json,
-    read_bytes,
-    schema_of,
-    write_atomic,
-)
+from fencecheck.records.base import RecordFile, convert, decode_object, encode_json, schema_of
 
 TEST_FORMAT = 1
 
@@ -82,13 +73,7 @@ class TestRecord(msgspec.Struct, kw_only=True):
 
 def decode(data: bytes | str, where: str = "test.json") -> TestRecord:
     """A test.json document; RecordError (naming `where` and the field) if it is not one."""
-    doc = decode_json(data, where)
-    if not isinstance(doc, dict):
-        raise RecordError(f"{where}: expected a JSON object, got {type(doc).__name__}")
-    rec = convert(doc, TestRecord, where)
-    if rec.format_version is not UNSET and rec.format_version != TEST_FORMAT:
-        raise RecordError(f"{where}: format_version {rec.format_version}: this fencecheck "
-                          f"reads format {TEST_FORMAT}")
+    rec = decode_object(data, TestRecord, where, TEST_FORMAT)
     convert(rec.config, RunSettings, where, "config")
     return rec
 
@@ -97,12 +82,7 @@ def encode(rec: TestRecord) -> bytes:
     return encode_json(rec)
 
 
-def read(path: Path) -> TestRecord:
-    return decode(read_bytes(path), str(path))
-
-
-def write(path: Path, rec: TestRecord) -> None:
-    write_atomic(path, encode(rec))
+read, write = (_file := RecordFile(decode, encode)).read, _file.write
 
 
 def schema() -> dict[str, Any]:
