@@ -7,7 +7,7 @@ retired process, a value the checks can use) costs a comparison or one dict look
 returning None, at the first thing out of the ordinary (a line that does not decode or is not
 UTF-8, an index out of sequence, a pairing or ordering problem, a value the checks cannot use):
 `load_ops` then reads the file again with the exact reader, which names the line and the
-problem. The two agree on every well-formed history (tests/checker/test_fastload.py), so this
+problem. The two agree on every well-formed history (tests/unit/checker/test_fastload.py), so this
 path changes speed only, never a verdict.
 
 Why: on the 1,000,009-event benchmark history the exact loop spent twice the decode time on

@@ -187,13 +187,13 @@ def processes_matching(text: str) -> list[str]:
 # path (relative to the repository), in one place.
 GROUPS: dict[str, str] = {
     # three kube-apiservers and a three-member etcd per run, two runs side by side
-    "tests/fencecheck/test_kubernetes.py": "kube",
-    "tests/fencecheck/test_client_go.py": "kube",
+    "tests/e2e/test_kubernetes.py": "kube",
+    "tests/e2e/test_client_go.py": "kube",
     # JVM clusters and JVM client programs (five JVMs a run, twins side by side), and a matrix
     # run three times over (the shards) beside the unsharded one
-    "tests/fencecheck/test_third_party_go_jvm.py": "jvm",
-    "tests/fencecheck/test_third_party.py": "jvm",
-    "tests/fencecheck/test_shard.py": "jvm",
+    "tests/e2e/test_third_party_go_jvm.py": "jvm",
+    "tests/e2e/test_third_party.py": "jvm",
+    "tests/e2e/test_shard.py": "jvm",
     # module-scoped ensembles: one start per module rather than one per worker
     "tests/clusters/test_zookeeper.py": "zookeeper",
     "tests/workloads/test_zk_client.py": "zookeeper",
@@ -206,7 +206,7 @@ GROUPS: dict[str, str] = {
     "tests/workloads/test_pylib_clients.py": "postgres",
     # the docker runtime: container starts are serialized in dockerd anyway
     "tests/clusters/test_docker.py": "docker",
-    "tests/fencecheck/test_runtimes.py": "docker",
+    "tests/e2e/test_runtimes.py": "docker",
 }
 
 

@@ -1,6 +1,6 @@
 """The ssh runtime against real sshd servers, each in a network namespace of its own (own host
 key, one authorized key, a known_hosts file written here), reachable from this host through a
-veth into a private switch. `SshdHosts` is also used by tests/fencecheck/test_runtimes.py."""
+veth into a private switch. `SshdHosts` is also used by tests/e2e/test_runtimes.py."""
 
 from __future__ import annotations
 

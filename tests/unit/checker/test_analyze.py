@@ -4,7 +4,6 @@ expected.json): one history per violation kind and per subtle case that must sta
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +12,9 @@ from fencecheck.checker.analyze import analyze
 from fencecheck.checker.base import Op
 from fencecheck.checker.history import load_ops
 from fencecheck.checker.verdict import check_history
+from tests.conftest import REPO
 
-DATA = Path(__file__).parent.parent / "data" / "histories"
+DATA = REPO / "tests" / "data" / "histories"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((DATA / "expected.json").read_text())
 
 

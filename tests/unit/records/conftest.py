@@ -9,9 +9,10 @@ import pytest
 
 from fencecheck import controller
 from fencecheck.config import make_config
+from tests.conftest import REPO
 from tests.fencecheck.fakes import Calls, fake_parts
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = REPO / "tests" / "data"
 RUNS = sorted(p.parent for p in (DATA / "runs").glob("*/test.json"))
 
 

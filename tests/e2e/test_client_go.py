@@ -25,8 +25,8 @@ from fencecheck.faults.base import EnvFor, FaultContext, ScheduleView
 from fencecheck.workers import worker_env
 from fencecheck.workloads.clients.build import NotBuilt, command
 from tests.conftest import at_once
-from tests.fencecheck.test_run_backends import DAMAGE, kinds, run
-from tests.fencecheck.test_third_party import found_or_retry
+from tests.e2e.test_run_backends import DAMAGE, kinds, run
+from tests.e2e.test_third_party import found_or_retry
 
 K8S = ("--backend", "kubernetes", "--lease-ms", "2000")
 

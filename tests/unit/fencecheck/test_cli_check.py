@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from fencecheck.checker.schemas import schema
-from tests.conftest import run_fencecheck
+from tests.conftest import REPO, run_fencecheck
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = REPO / "tests" / "data"
 MS = 1_000_000
 
 

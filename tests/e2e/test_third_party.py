@@ -20,7 +20,7 @@ import pytest
 from fencecheck.checker.history import load_ops
 from fencecheck.workloads.clients.build import NotBuilt, command
 from tests.conftest import at_once, run_fencecheck
-from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
+from tests.e2e.test_run_backends import DAMAGE, kinds, must_find, run
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 

@@ -12,8 +12,9 @@ import pytest
 
 from fencecheck.checker.formats import load_any
 from fencecheck.checker.linear import check_linearizable
+from tests.conftest import REPO
 
-CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus"
+CORPUS = REPO.parent / "shared" / "corpus"
 # Porcupine's own tests: these etcd histories are linearizable, every other one is not.
 ETCD_VALID = {2, 5, 7, 18, 25, 31, 38, 45, 48, 49, 51, 53, 56, 67, 75, 76, 80, 87, 92, 98, 100,
               101, 102}

@@ -16,8 +16,9 @@ from benchmarks.gen_history import SimConfig, simulate
 from fencecheck.checker.base import HistoryError, Op
 from fencecheck.checker.fastload import fast_ops
 from fencecheck.checker.history import load_ops
+from tests.conftest import REPO
 
-DATA = Path(__file__).parent.parent / "data" / "histories"
+DATA = REPO / "tests" / "data" / "histories"
 CORPUS = Path("/work/shared/corpus")
 SHIPPED = sorted(DATA.glob("*.jsonl")) + (sorted(CORPUS.rglob("*.jsonl")) if CORPUS.is_dir()
                                           else [])

@@ -31,8 +31,8 @@ from fencecheck.workloads.base import DefiniteFailure
 from fencecheck.workloads.kube_lease_client import KubernetesPythonClient
 from tests.backends import loopback_nodes, net
 from tests.conftest import at_once, processes_matching, run_fencecheck
-from tests.fencecheck.test_run_backends import DAMAGE, kinds, run
-from tests.fencecheck.test_third_party import found_or_retry
+from tests.e2e.test_run_backends import DAMAGE, kinds, run
+from tests.e2e.test_third_party import found_or_retry
 
 pytestmark = [pytest.mark.netns]
 

@@ -21,8 +21,8 @@ import pytest
 from fencecheck.checker.history import load_ops
 from fencecheck.workloads.clients import build as build_module
 from fencecheck.workloads.clients.build import NotBuilt, command
-from tests.fencecheck.test_run_backends import DAMAGE, kinds, run
-from tests.fencecheck.test_third_party import found_or_retry, together
+from tests.e2e.test_run_backends import DAMAGE, kinds, run
+from tests.e2e.test_third_party import found_or_retry, together
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 

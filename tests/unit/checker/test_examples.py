@@ -10,8 +10,9 @@ import pytest
 from benchmarks.gen_history import EXAMPLES, write_examples
 from fencecheck.checker.analyze import analyze
 from fencecheck.checker.history import load_ops
+from tests.conftest import REPO
 
-EXAMPLE_DIR = Path(__file__).parent.parent.parent / "examples" / "histories"
+EXAMPLE_DIR = REPO / "examples" / "histories"
 
 
 def test_redis_unfenced_has_a_stale_write_accepted() -> None:

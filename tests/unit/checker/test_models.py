@@ -18,7 +18,7 @@ from fencecheck.checker.linear.models import (
     WRITE,
     freeze,
 )
-from tests.checker.test_linear import op
+from tests.unit.checker.test_linear import op
 
 
 def run(model: str, state: object, *calls: tuple[object, ...]) -> object:

@@ -15,7 +15,7 @@ from fencecheck.records.base import RecordError
 from fencecheck.records.test import TEST_FORMAT, RunSettings, TestRecord
 from fencecheck.replay import replay_config
 from tests.conftest import run_fencecheck
-from tests.records.conftest import RUNS
+from tests.unit.records.conftest import RUNS
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)

@@ -18,8 +18,9 @@ from typing import Any
 from typer.testing import CliRunner
 
 from fencecheck.cli import app
+from tests.conftest import REPO
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = REPO / "tests" / "data"
 SEED = 20261201
 BUDGET_S = 40.0  # the mutants stop here, whatever is left
 JSONL_MUTANTS = 500

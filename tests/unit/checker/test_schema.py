@@ -12,11 +12,12 @@ from jsonschema import Draft202012Validator
 
 from fencecheck.checker.schemas import schema
 from fencecheck.checker.verdict import check_history
+from tests.conftest import REPO
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = REPO / "tests" / "data"
 HISTORIES = sorted((DATA / "histories").glob("*.jsonl"))
 RUNS = sorted(p.parent for p in (DATA / "runs").glob("*/results.json"))
-EXAMPLES = sorted((Path(__file__).parents[2] / "examples").rglob("*.jsonl"))
+EXAMPLES = sorted((REPO / "examples").rglob("*.jsonl"))
 
 
 def validator(name: str) -> Draft202012Validator:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fencecheck.test_run_backends import DAMAGE, kinds, must_find, run
+from tests.e2e.test_run_backends import DAMAGE, kinds, must_find, run
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
 

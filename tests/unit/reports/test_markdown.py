@@ -10,6 +10,7 @@ from typing import Any
 from fencecheck.descriptors.catalog import backends
 from fencecheck.matrix import load_matrix
 from fencecheck.reports.markdown import LIBRARIES, lines, main, render
+from tests.conftest import REPO
 
 
 def _run(root: Path, name: str, verdict: str, client: str, fencing: bool,
@@ -60,7 +61,7 @@ def test_a_directory_without_a_matrix_is_a_clear_error(tmp_path: Path, capsys: A
 
 
 def test_the_libraries_example_covers_every_backend_and_lock_library(tmp_path: Path) -> None:
-    path = Path(__file__).resolve().parents[2] / "examples" / "libraries.toml"
+    path = REPO / "examples" / "libraries.toml"
     m = load_matrix(path, tmp_path / "store")
     configs = [r.configs[0] for r in m.rows]
     assert {c.backend for c in configs} == set(backends())

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from fencecheck.api import CheckerError, Result, check_history
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted([*(REPO / "examples" / "histories").glob("*.jsonl"),
                   *(REPO / "tests" / "data" / "histories").glob("*.jsonl")])
 

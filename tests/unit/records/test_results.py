@@ -19,11 +19,11 @@ from fencecheck.checker.verdict import check_history
 from fencecheck.records import results as results_record
 from fencecheck.records.base import RecordError
 from fencecheck.records.results import RESULTS_FORMAT, Results
-from tests.conftest import run_fencecheck
-from tests.records.conftest import DATA, RUNS
+from tests.conftest import REPO, run_fencecheck
+from tests.unit.records.conftest import DATA, RUNS
 
 HISTORIES = sorted((DATA / "histories").glob("*.jsonl")) + sorted(
-    (Path(__file__).parents[2] / "examples").rglob("*.jsonl"))
+    (REPO / "examples").rglob("*.jsonl"))
 SCHEMA = Draft202012Validator(results_record.schema())
 
 
