@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from fencecheck.checker.base import CheckerError, Results
-from fencecheck.cli_group import LazyGroup, shown
+from fencecheck.cli_group import LazyGroup, console, shown
 from fencecheck.descriptors.base import CatalogError
 
 app = typer.Typer(
@@ -26,7 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Jepsen-style black-box tests of distributed locks and leader leases.",
 )
-out = Console(highlight=False)
+out = console()
 
 
 def _version(value: bool) -> None:
@@ -42,7 +42,7 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
                                                 help="print the version and exit")] = False,
           ) -> None:
     """Jepsen-style black-box tests of distributed locks and leader leases."""
-err = Console(stderr=True, highlight=False)
+err = console(stderr=True)
 
 BAD_INPUT = 3
 
