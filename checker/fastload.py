@@ -3,7 +3,9 @@
 `fast_ops(path)` decodes each line into the exact reader's `Line` schema and pairs invokes with
 completions in a single loop that keeps one entry per process (its last event), so each rule of
 the exact reader (index in sequence, time not going backwards, one op at a time, no reuse of a
-retired process, a value the checks can use) costs a comparison or one dict lookup. It gives up,
+retired process, a value the checks can use, no key written twice in one object: checker.reader
+`keys_unique`, one count of the line's colons) costs a comparison or one dict lookup. Blank lines
+at the very end are the end of the history (an editor's or a `>>`'s last newline). It gives up,
 returning None, at the first thing out of the ordinary (a line that does not decode or is not
 UTF-8, an index out of sequence, a pairing or ordering problem, a value the checks cannot use):
 `load_ops` then reads the file again with the exact reader, which names the line and the
@@ -26,7 +28,7 @@ from typing import Any
 import msgspec
 
 from fencecheck.checker.base import NEMESIS, Op
-from fencecheck.checker.reader import DECODER, USUAL, Line, value_problem
+from fencecheck.checker.reader import DECODER, USUAL, Line, keys_unique, value_problem
 
 
 class _Irregular(Exception):
@@ -63,7 +65,22 @@ def _pair(path: Path) -> list[Op]:
                     raw.decode("utf-8")  # msgspec skips unknown field names unchecked
                 except UnicodeDecodeError:
                     raise _Irregular from None
-            d = decode(raw)
+            try:
+                d = decode(raw)
+            except msgspec.DecodeError:
+                if raw.strip() or fh.read().strip():
+                    raise _Irregular from None  # not JSON, or a blank line before the end
+                break
+            # No key twice in one object: at most as many colons as the keys decoded (its five
+            # fields, a value's own keys and "value"; for a null value, the writer's
+            # `"value":null}` at the end); any other line is held to checker.reader's
+            # `keys_unique`. One count of the line's colons is the whole cost.
+            v = d.value
+            k = raw.count(b":")
+            if (k - len(v) > 6 if v is not None
+                    else k > 5 and (k > 6 or not raw.endswith(b'"value":null}\n'))) \
+                    and not keys_unique(raw, d):
+                raise _Irregular
             if d.index != n:
                 raise _Irregular
             n += 1

@@ -108,7 +108,7 @@ def check(
         help="also run the linearizability check with this model: mutex, owner-mutex, "
              "fenced-mutex, register, cas-register")] = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="jsonl, edn or jepsen-log (guessed when not given)")] = None,
+        "--format", help="jsonl, json (an array, or `jq .` output), edn or jepsen-log (guessed when not given)")] = None,
     time_limit: Annotated[float | None, typer.Option(
         "--time-limit", help="seconds for the model check; past it the verdict is unknown")] = 60.0,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML file")] = None,
