@@ -141,3 +141,24 @@ def test_a_key_twice_in_a_json_document_is_bad_input(tmp_path: Path) -> None:
 def test_the_cheap_key_test_agrees_with_a_full_parse(raw: bytes) -> None:
     d = DECODER.decode(raw)
     assert keys_unique(raw, d) == (repeated_key(raw) is None)
+
+
+@pytest.mark.parametrize("other", [
+    # a line whose colons are more than its keys (a colon in a string), counted as it is
+    '{"index":%d,"time":%d,"process":9,"type":"invoke","f":"note","value":{"text":"a:b:c"}}',
+    # a line with a key fewer than "value":null, which must not make room for a repeat
+    '{"index":%d,"time":%d,"process":9,"type":"invoke","f":"note"}',
+    '{"index":%d,"time":%d,"process":9,"type":"invoke","f":"note","error":"x:y"}',
+])
+def test_a_repeat_is_found_beside_any_other_line(tmp_path: Path, other: str) -> None:
+    lines = [json.dumps(e, separators=(",", ":")) for e in events()]
+    last = json.loads(lines[-1])
+    lines.append(other % (len(lines), last["time"] + 1))
+    clean = _write(tmp_path / "clean.jsonl", "\n".join(lines) + "\n")
+    load_ops(clean)  # no repeat: it reads
+    n = next(i for i, line in enumerate(lines) if '"token":' in line)
+    lines[n] = _twice(lines[n], "token", 5)
+    path = _write(tmp_path / "h.jsonl", "\n".join(lines) + "\n")
+    assert fast_ops(path) is None
+    with pytest.raises(HistoryError, match=rf'h\.jsonl:{n + 1}: key "token" appears twice'):
+        load_ops(path)
