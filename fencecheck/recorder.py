@@ -131,10 +131,16 @@ def _check_fields(process: int, f: str, value: dict[str, Any], where: str) -> No
             close = difflib.get_close_matches(name, fields, n=1, cutoff=0.5)
             hint = f" (did you mean {close[0]}=?)" if close else ""
             raise RecorderError(f"process {process}: {f} {where}: unknown field {name}={hint}; "
-                                f"a {f} has {', '.join(fields)}")
+                                f"{_an(f)} has {', '.join(fields)}")
         if not spec[1](x):
             raise RecorderError(f"process {process}: {f} {where}: {name} must be {spec[0]}, "
                                 f"not {x!r}")
+
+
+def _an(f: str) -> str:
+    return f"an {f}" if f[0] in "aeiou" else f"a {f}"
+
+
 _live: weakref.WeakSet[HistoryRecorder] = weakref.WeakSet()
 
 
@@ -215,7 +221,7 @@ class HistoryRecorder:
         _check_fields(process, f, value, "invoke")
         for name in _REQUIRED[f]:
             if name not in value:
-                raise RecorderError(f"process {process}: a {f} needs {name}=")
+                raise RecorderError(f"process {process}: {_an(f)} needs {name}=")
         return OpContext(self, process, f, _encode(value) if value else "null", value)
 
     def now_ns(self) -> int:

@@ -269,13 +269,13 @@ def test_attempt_ns_from_the_recorders_clock_moves_the_lease_start(tmp_path: Pat
     ("acquire", {"lock": "l", "lease": 500}, r"unknown field lease= \(did you mean lease_ms=\?\)"),
     ("release", {"lock": "l", "tokn": 1}, r"unknown field tokn= \(did you mean token=\?\)"),
     ("read", {"kye": "k"}, r"unknown field kye= \(did you mean key=\?\)"),
-    ("acquire", {"lock": "l", "colour": "red"}, r"unknown field colour=; a acquire has lock, "),
+    ("acquire", {"lock": "l", "colour": "red"}, r"unknown field colour=; an acquire has lock, "),
     ("acquire", {"lock": "l", "lease_ms": -5}, r"lease_ms must be a finite non-negative number "
                                                 r"or null, not -5"),
     ("acquire", {"lock": "l", "lease_ms": float("nan")}, r"lease_ms must be a finite"),
     ("acquire", {"lock": 7}, r"lock must be a string, not 7"),
     ("release", {"lock": "l", "token": "1"}, r"token must be an integer or null, not '1'"),
-    ("acquire", {"lease_ms": 500}, r"a acquire needs lock="),
+    ("acquire", {"lease_ms": 500}, r"an acquire needs lock="),
 ])
 def test_a_mistake_in_an_invoke_is_refused_when_made(tmp_path: Path, f: str,
                                                      value: dict[str, Any], what: str) -> None:
