@@ -1,8 +1,12 @@
-"""History importers: Jepsen EDN, Jepsen log lines, and our history.jsonl, plus a format guesser.
+"""History importers: Jepsen EDN, Jepsen log lines, our history.jsonl and the same events as one
+JSON document, plus a format guesser.
 
 - `load_any(path, fmt)`: read a history file in any supported format and pair it into `Op`s.
 - `read_edn_events(path)`, `read_jepsen_log_events(path)`: Jepsen histories as our `Event`s.
-- `guess_format(path)`: "jsonl", "edn" or "jepsen-log", from the content.
+- `iter_json_lines(path)`: "json", history.jsonl's events as a JSON array (`jq -s`), or
+  pretty-printed one after another (`jq .`), each with the line where it starts; a key twice in
+  one object is bad input, as in history.jsonl.
+- `guess_format(path)`: "jsonl", "json", "edn" or "jepsen-log", from the content.
 
 How Jepsen ops become our events (the `value` dict the models read):
 | Jepsen | ours |
@@ -23,15 +27,23 @@ vectors, lists, sets, keywords, strings, numbers, nil, booleans, comments, `#_`,
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, cast
 
 from fencecheck.checker.base import NEMESIS, Event, EventType, HistoryError, Op
-from fencecheck.checker.history import load_ops, pair
+from fencecheck.checker.history import load_lines, load_ops, pair
+from fencecheck.checker.reader import (
+    STRICT_JSON,
+    Line,
+    RepeatedKey,
+    line_from_dict,
+    repeated_message,
+)
 
-FORMATS: Final = ("jsonl", "edn", "jepsen-log")
+FORMATS: Final = ("jsonl", "json", "edn", "jepsen-log")
 _LOCK_FS: Final = frozenset(("acquire", "release", "renew"))
 
 
@@ -321,8 +333,97 @@ def read_jepsen_log_events(path: Path) -> list[Event]:
     return list(iter_jepsen_log_events(path))
 
 
+# --- JSON documents ---------------------------------------------------------------------------
+
+_WS: Final = re.compile(r"[ \t\n\r]*")
+# a JSON object with a string key, or an array of them (or an empty one), where EDN has keywords
+_JSON_START: Final = re.compile(r'(\[[ \t\n\r]*)?\{[ \t\n\r]*"|\[[ \t\n\r]*\]')
+
+
+class _Scanner:
+    """Positions in a JSON text, with the line of each (counted once, as the scan goes on)."""
+
+    def __init__(self, text: str, src: str) -> None:
+        self.text, self.src = text, src
+        self.pos = 0
+        self._line, self._counted = 1, 0
+
+    def line(self, pos: int) -> int:
+        if pos >= self._counted:
+            self._line += self.text.count("\n", self._counted, pos)
+            self._counted = pos
+        return self._line
+
+    def skip_space(self) -> str:
+        """The character after the whitespace at pos ("" at the end), pos moved to it."""
+        m = _WS.match(self.text, self.pos)
+        if m is not None:
+            self.pos = m.end()
+        return self.text[self.pos:self.pos + 1]
+
+    def value(self) -> tuple[int, Any]:
+        start = self.pos
+        try:
+            v, self.pos = STRICT_JSON.raw_decode(self.text, start)
+        except RepeatedKey as e:
+            raise HistoryError(self.src, self.line(start), repeated_message(e.key)) from None
+        except json.JSONDecodeError as e:
+            raise HistoryError(self.src, e.lineno, f"not valid JSON: {e.msg} (column "
+                                                   f"{e.colno})") from None
+        except RecursionError:
+            raise HistoryError(self.src, self.line(start), "nested too deeply") from None
+        return self.line(start), v
+
+
+def _json_values(text: str, src: str) -> Iterator[tuple[int, Any]]:
+    """The JSON values of `text` one after another, a top-level array opened into its items,
+    each with the line where it starts."""
+    s = _Scanner(text, src)
+    while (c := s.skip_space()) != "":
+        if c != "[":
+            yield s.value()
+            continue
+        s.pos += 1
+        if s.skip_space() == "]":
+            s.pos += 1
+            continue
+        while True:
+            yield s.value()
+            c = s.skip_space()
+            if c not in (",", "]"):
+                raise HistoryError(src, s.line(s.pos), "not valid JSON: expected ',' or ']' "
+                                                       "after an array item")
+            s.pos += 1
+            if c == "]":
+                break
+            s.skip_space()
+
+
+def iter_json_lines(path: Path) -> Iterator[tuple[int, Line]]:
+    """The events of a JSON history document (see the module's docstring) as history lines,
+    each with the line of the file where it starts."""
+    src = str(path)
+    for lineno, v in _json_values(path.read_text(encoding="utf-8"), src):
+        yield lineno, line_from_dict(v, src, lineno)
+
+
+def _is_json_document(head: str, first: str) -> bool:
+    """Whether a file starting with `head` (`first` its first line with content) is one JSON
+    document rather than JSON lines or EDN: an array of objects, or an object that does not end
+    on its first line (`jq .`)."""
+    if _JSON_START.match(head) is None:
+        return False
+    if first.startswith("["):
+        return True
+    try:
+        return not isinstance(json.loads(first), dict)
+    except ValueError:
+        return True  # an object that goes on past its first line
+
+
 def guess_format(path: Path) -> str:
-    """"jsonl", "edn" or "jepsen-log", from the first lines; HistoryError if none fits."""
+    """"jsonl", "json", "edn" or "jepsen-log", from the first lines; HistoryError if none
+    fits."""
     seen = False
     with open(path, encoding="utf-8") as fh:
         for lineno, raw in enumerate(fh, 1):
@@ -334,8 +435,10 @@ def guess_format(path: Path) -> str:
                 return "jepsen-log"
             if line.startswith('{"'):
                 return "jsonl"
-            if line.startswith(("[", "{:", "{")):
-                return "edn"
+            if line.startswith(("[", "{")):
+                if _is_json_document(line + "\n" + fh.read(4096), line):
+                    return "json"
+                return "jsonl" if _JSON_START.match(line) else "edn"  # `{ "index": 0, ...}`
             if lineno >= 50:
                 break
         else:
@@ -356,6 +459,9 @@ def read_events(path: Path, fmt: str | None = None) -> list[Event]:
         from fencecheck.checker.history import read_events as read_jsonl
 
         return list(read_jsonl(path))
+    if fmt == "json":
+        return [Event(d.index, d.time, d.process, d.type, d.f, d.value, d.error)
+                for _, d in iter_json_lines(path)]
     raise HistoryError(str(path), 0, f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
@@ -368,6 +474,8 @@ def load_any(path: Path | str, fmt: str | None = None) -> list[Op]:
     fmt = fmt or guess_format(path)
     if fmt == "jsonl":
         return load_ops(path)
+    if fmt == "json":
+        return load_lines(iter_json_lines(path), str(path))
     # Paired as they are read, so that no list of events stands beside the ops (memory stays
     # within a few times the input); a history out of index order is read again and sorted.
     stream = iter_edn_events(path) if fmt == "edn" else iter_jepsen_log_events(path) \

@@ -3,13 +3,18 @@
 - `read_events(path)`: stream the events of a history file, each line validated.
 - `pair(events)`: pair invokes with their completions into `Op`s, per process.
 - `load_ops(path)`: read, validate and pair in one pass; the fast path the checker uses.
+- `load_lines(lines, src)`: the same rules for lines already decoded, each with its line number
+  (a JSON document's events: checker.formats).
 - `write_events(path, events)`: the inverse of `read_events`.
 
 Every line goes through the one strict reader (checker.reader: a msgspec schema for the line, a
 table for what the checks read from values). Every problem is a `HistoryError(path, line, what)`
 whose message reads like a compiler error: `history.jsonl:17: time: expected int >= 0, got str`.
 Times never go backwards within one process; across processes they may be out of order (logs
-merged from several hosts).
+merged from several hosts). Blank lines at the very end are the end of the file (a trailing
+newline too many, from an editor or `echo >>`); a blank line before another event is bad input,
+since one JSON object per line is the format and a hole in it usually means a damaged merge. A key
+written twice in one object is bad input too, named (checker.reader `repeated_key`).
 """
 
 from __future__ import annotations
@@ -33,7 +38,16 @@ from fencecheck.checker.base import (
     Process,
 )
 from fencecheck.checker.fastload import fast_ops
-from fencecheck.checker.reader import DECODER, VALUES, check_value, decode_line
+from fencecheck.checker.reader import (
+    DECODER,
+    VALUES,
+    Line,
+    check_value,
+    decode_line,
+    keys_unique,
+    repeated_key,
+    repeated_message,
+)
 
 _CHECKED_FS = frozenset(VALUES)
 
@@ -184,8 +198,14 @@ def read_events(path: Path) -> Iterator[Event]:
     src = str(path)
     pairer = _Pairer(src, keep=False)
     last: dict[Process, tuple[int, int]] = {}
+    blank = 0  # the first of the blank lines just read: an error only if an event follows
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                blank = blank or lineno
+                continue
+            if blank:
+                decode_line(b"", src, blank)  # raises the empty-line error
             d = decode_line(raw, src, lineno)
             _check_order(src, lineno, d.index, lineno - 1)
             before = last.get(d.process)
@@ -198,6 +218,25 @@ def read_events(path: Path) -> Iterator[Event]:
             else:
                 pairer.complete(lineno, e.process, e.type, e.index, e.time, e.f, None, None)
             yield e
+
+
+def load_lines(lines: Iterable[tuple[int, Line]], src: str) -> list[Op]:
+    """Validate and pair decoded lines (line number, Line) as `load_ops` does a file's: index
+    0, 1, 2, ... in order, time not going backwards within a process, the pairing rules and the
+    values the checks read, each problem named with the line given."""
+    pairer = _Pairer(src)
+    last: dict[Process, tuple[int, int]] = {}
+    for n, (lineno, d) in enumerate(lines):
+        _check_order(src, lineno, d.index, n)
+        before = last.get(d.process)
+        if before is not None and d.time < before[0]:
+            _backwards(src, lineno, d.process, d.time, before)
+        last[d.process] = (d.time, lineno)
+        if d.type == "invoke":
+            pairer.invoke(lineno, d.process, d.index, d.time, d.f, d.value)
+        else:
+            pairer.complete(lineno, d.process, d.type, d.index, d.time, d.f, d.value, d.error)
+    return pairer.finish()
 
 
 _make_op = Op  # a msgspec Struct: its constructor is already the fast path
@@ -261,15 +300,24 @@ def load_ops(path: Path) -> list[Op]:
         return HistoryError(src, lineno, "inconsistent pairing")  # not reached
 
     fast = DECODER.decode
+    blank = 0  # the first of the blank lines just read: an error only if an event follows
     with gc_paused(), open(path, "rb") as fh:
         for raw in fh:
             lineno += 1
+            if blank or not raw.strip():
+                if not raw.strip():
+                    blank = blank or lineno
+                    continue
+                decode(b"", src, blank)  # raises the empty-line error
             try:
                 if not raw.isascii():
                     raise ValueError("not ASCII")  # decode_line checks its UTF-8
                 d = fast(raw)
             except Exception:
                 d = decode(raw, src, lineno)  # raises the exact problem, or decodes
+            else:
+                if not keys_unique(raw, d):
+                    raise HistoryError(src, lineno, repeated_message(repeated_key(raw)))
             index = d.index
             time = d.time
             p = d.process

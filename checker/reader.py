@@ -10,6 +10,10 @@
   to it: a value the checks would need and cannot use is bad input, never silently skipped.
 - `line_schema()`: the JSON Schema of a line, from `Line` and `VALUES` (`fencecheck schema
   history`).
+- `repeated_key(raw)`: the first key that appears twice in one object of a line, or None.
+  msgspec (like most JSON decoders) keeps the last of two equal keys, so `{"token": 5, ...,
+  "token": 3}` would be judged on 3 while another reader sees 5: bad input (I-JSON, RFC 7493),
+  named by `decode_line`. `keys_unique(raw, d)` is the fast path's cheap test of the same.
 
 Why msgspec: measured on the 1,000,009-event benchmark history (CPU s, one process), stdlib
 `json.loads` per line 4.0, orjson 0.71, msgspec into `Line` 0.41 with the checks included; orjson
@@ -18,6 +22,7 @@ would still need the validation pass in Python.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from typing import Annotated, Any, Final, Literal
@@ -69,23 +74,89 @@ def _what(e: msgspec.MsgspecError) -> tuple[str | None, str]:
     return field, text[:1].lower() + text[1:]
 
 
+class RepeatedKey(ValueError):
+    """A key written twice in one JSON object (raised by `STRICT_JSON`)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise RepeatedKey(k)
+            seen.add(k)
+    return d
+
+
+# the stdlib decoder with RepeatedKey for a key twice in one object, at any depth
+STRICT_JSON: Final = json.JSONDecoder(object_pairs_hook=_unique)
+
+
+def repeated_key(raw: bytes | str) -> str | None:
+    """The first key found twice in one object of the JSON text `raw` (at any depth), or None
+    (also for text that is not JSON: the decoder names that)."""
+    try:
+        STRICT_JSON.decode(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+    except RepeatedKey as e:
+        return e.key
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
+def keys_unique(raw: bytes, d: Line) -> bool:
+    """Whether no key of the line `raw`, decoded as `d`, repeats: cheap for the usual line.
+
+    Every key of a JSON object is followed by one colon outside any string, so a line has at
+    most as many keys as colons. The keys `d` shows (its five fields, `value` and `error` when
+    not null, the value's own keys) are distinct. So when the colons are no more than those,
+    nothing repeats; the usual line of a fencecheck history is exactly that. Otherwise (an
+    explicit null, an unknown field, a nested object, a colon in a string) the line is parsed
+    again to look."""
+    v = d.value
+    shown = (5 if v is None else 6 + len(v)) + (d.error is not None)
+    colons = raw.count(b":")
+    if colons <= shown:
+        return True
+    # a completion of our writer: `"value":null` is the one key beyond those shown
+    if colons == shown + 1 and v is None and b'"value":null' in raw:
+        return True
+    return repeated_key(raw) is None
+
+
 def decode_line(raw: bytes | str, src: str, lineno: int) -> Line:
-    """One line as a `Line`, or HistoryError(src, lineno, "field: what")."""
+    """One line as a `Line`, or HistoryError(src, lineno, "field: what"), a key written twice in
+    one object included."""
     try:
         if isinstance(raw, bytes) and not raw.isascii():
             # msgspec skips the names of unknown fields without checking their UTF-8
             raw.decode("utf-8")
-        return DECODER.decode(raw)
+        d = DECODER.decode(raw)
     except UnicodeDecodeError as e:
         raise HistoryError(src, lineno, f"not UTF-8 text (byte {e.start} of the line)") from None
     except msgspec.MsgspecError as e:
         if not raw.strip():
-            raise HistoryError(src, lineno, "empty line (one JSON object per line, no blank "
-                                            "lines)") from None
+            raise HistoryError(src, lineno, "empty line (one JSON object per line; blank lines "
+                                            "only at the end)") from None
         field, what = _what(e)
         raise HistoryError(src, lineno, f"{field}: {what}" if field else what) from None
     except RecursionError:
         raise HistoryError(src, lineno, "value: nested too deeply") from None
+    b = raw if isinstance(raw, bytes) else raw.encode()
+    if not keys_unique(b, d):
+        raise HistoryError(src, lineno, repeated_message(repeated_key(b)))
+    return d
+
+
+def repeated_message(key: str | None) -> str:
+    """The message for a key written twice in one object."""
+    return (f"key {json.dumps(key)} appears twice in one object (readers differ on which one "
+            "counts)")
 
 
 def line_from_dict(d: Any, src: str, lineno: int) -> Line:

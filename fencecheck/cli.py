@@ -17,7 +17,7 @@ from msgspec import UNSET
 from rich.console import Console
 
 from fencecheck.checker.base import CheckerError, Results
-from fencecheck.cli_group import LazyGroup, shown
+from fencecheck.cli_group import LazyGroup, console, shown
 from fencecheck.descriptors.base import CatalogError
 
 app = typer.Typer(
@@ -27,7 +27,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Jepsen-style black-box tests of distributed locks and leader leases.",
 )
-out = Console(highlight=False)
+out = console()
 
 
 def _version(value: bool) -> None:
@@ -43,7 +43,7 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
                                                 help="print the version and exit")] = False,
           ) -> None:
     """Jepsen-style black-box tests of distributed locks and leader leases."""
-err = Console(stderr=True, highlight=False)
+err = console(stderr=True)
 
 BAD_INPUT = 3
 
@@ -111,7 +111,7 @@ def check(
         help="also run the linearizability check with this model: mutex, owner-mutex, "
              "fenced-mutex, register, cas-register")] = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="jsonl, edn or jepsen-log (guessed when not given)")] = None,
+        "--format", help="jsonl, json (an array, or `jq .` output), edn or jepsen-log (guessed when not given)")] = None,
     time_limit: Annotated[float | None, typer.Option(
         "--time-limit", help="seconds for the model check; past it the verdict is unknown")] = 60.0,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML file")] = None,

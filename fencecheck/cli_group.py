@@ -10,6 +10,8 @@
   (`FENCECHECK_TRACEBACK=1` lets it through).
 - `shown(text)`: user text (a lock name, a path, an option value) made safe to print through
   rich: markup escaped, control and bidi characters shown as escapes, never sent to the terminal.
+- `console()`: the consoles the commands print through; off a terminal (a pipe, a file) they
+  never break a line, so a printed path stays whole for `open "$(fencecheck report DIR)"`.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ import logging
 import os
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 BAD_INPUT = 3
 # click's exception classes, wherever this typer gets click from (newer ones vendor it)
@@ -54,6 +59,18 @@ def shown(text: object) -> str:
     from rich.markup import escape
 
     return escape(_UNSAFE.sub(_visible, str(text)))
+
+
+def console(*, stderr: bool = False, soft_wrap: bool = False) -> Console:
+    """A console of the CLI. On a terminal rich wraps at its width; anywhere else (a pipe, a file)
+    it would wrap at $COLUMNS or 80 and cut a path or a summary line in two, so there it
+    soft-wraps: each printed line is written whole, as `print` would (everywhere if `soft_wrap`)."""
+    from rich.console import Console
+
+    c = Console(stderr=stderr, highlight=False, soft_wrap=soft_wrap)
+    if not c.is_terminal:
+        c.soft_wrap = True
+    return c
 
 
 class _OneLine(logging.Formatter):

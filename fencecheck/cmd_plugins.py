@@ -4,13 +4,13 @@ the entry-point groups, with where it comes from."""
 from __future__ import annotations
 
 import typer
-from rich.console import Console
 
+from fencecheck.cli_group import console
 from fencecheck.descriptors import catalog
 from fencecheck.faults.registry import faults
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+out = console()
+err = console(stderr=True)
 
 
 def plugins() -> None:

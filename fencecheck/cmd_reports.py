@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
 from fencecheck.checker.base import CheckerError
+from fencecheck.cli_group import console, shown
 from fencecheck.reports.rundata import ReportError
 
 BAD_INPUT = 3
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = console()
+err = console(stderr=True, soft_wrap=True)
 
 
 def _fail(message: str) -> NoReturn:
@@ -87,7 +87,7 @@ def compare(
 def serve(
     store: Annotated[Path, typer.Argument(help="the store to show")] = Path("store"),
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to bind (0: any free port)")] = 8000,
+    port: Annotated[int, typer.Option(help="port to bind (0: any free port)", min=0, max=65535)] = 8000,
 ) -> None:
     """Serve a store's runs, reports and logs to a local browser (Ctrl-C stops)."""
     from fencecheck.reports.serve import serve as do_serve
@@ -95,8 +95,11 @@ def serve(
     def ready(url: str) -> None:
         out.print(f"serving {store} at {url} (Ctrl-C to stop)", markup=False)
 
+    def warn(text: str) -> None:
+        err.print(f"[bold yellow]warning:[/] {shown(text)}", markup=True, highlight=False)
+
     try:
-        do_serve(store, host, port, ready=ready)
+        do_serve(store, host, port, ready=ready, warn=warn)
     except ReportError as e:
         _fail(str(e))
     except OSError as e:

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
+from fencecheck.cli_group import console
 from fencecheck.config import ConfigError
 
 BAD_INPUT = 3
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = console()
+err = console(stderr=True, soft_wrap=True)
 
 
 def _fail(message: str) -> NoReturn:

@@ -15,6 +15,12 @@ An op whose block raises is recorded as `info` (its outcome is unknown) and the 
 on; a block that ends without `op.ok()` or `op.fail()` is `info` too. After `info` the process id
 is retired: go on under a new id.
 
+Mistakes are refused where they are made, as RecorderError, before anything is written: a field
+the op does not have (`lease=`, `tokn=`: the message names the closest known field), a value the
+checks cannot use (`lease_ms=-5`, a token that is not an integer; checker.reader's table), an
+acquire without its lock, `op.ok()` outside its `with` block, and a value that is not JSON (NaN,
+an object).
+
 How lines get to one file from many writers: each OS process appends to a part file of its own
 (`<path>.parts/<pid>-<nonce>.jsonl`, one `os.write` per event on an O_APPEND descriptor, so a
 crash keeps every event recorded so far), stamping and writing under a per-process lock so that
@@ -25,8 +31,10 @@ spawn: the recorder pickles) must be finished before that `close()`.
 
 from __future__ import annotations
 
+import difflib
 import heapq
 import json
+import math
 import os
 import secrets
 import shutil
@@ -36,7 +44,9 @@ import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Final, Literal, Self
+
+from fencecheck.checker.reader import VALUES
 
 ClientF = Literal["acquire", "renew", "release", "read", "write"]
 CLIENT_FS: frozenset[str] = frozenset(("acquire", "renew", "release", "read", "write"))
@@ -60,7 +70,77 @@ def _make_encode() -> Callable[[Any], str]:
     return encode
 
 
-_encode = _make_encode()
+_json_encode = _make_encode()
+
+
+def _encode(value: Any) -> str:
+    """JSON text of a value, or RecorderError saying why it has none."""
+    try:
+        return _json_encode(value)
+    except ValueError as e:  # NaN or an infinity (allow_nan=False), or a circular value
+        raise RecorderError(f"not JSON: {e} ({_nonfinite(value) or 'a circular value'})") \
+            from None
+    except TypeError as e:
+        raise RecorderError(f"not JSON: {e}") from None
+    except RecursionError:
+        raise RecorderError("not JSON: nested too deeply") from None
+
+
+def _nonfinite(value: Any) -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        for k, x in value.items():
+            if (what := _nonfinite(x)) is not None:
+                return f"{k}={what}"
+    if isinstance(value, list | tuple):
+        for x in value:
+            if (what := _nonfinite(x)) is not None:
+                return what
+    return None
+
+
+# f -> field -> (what it must be, its test) from the checker's table; reads and writes carry the
+# resource's own `value` too (any JSON)
+_ANY: Final = ("any JSON value", lambda _x: True)
+FIELDS: Final[dict[str, dict[str, tuple[str, Callable[[Any], bool]]]]] = {
+    f: {**{name: (kind[0], kind[1]) for name, (kind, _) in spec.items()},
+        **({"value": _ANY} if f in ("read", "write") else {})}
+    for f, spec in VALUES.items()
+}
+_TESTS: Final = {f: {name: test for name, (_, test) in spec.items()} for f, spec in FIELDS.items()}
+_REQUIRED: Final = {f: tuple(n for n, (_, req) in spec.items() if req == "always")
+                    for f, spec in VALUES.items()}
+_REQUIRED_OK: Final = {f: tuple(n for n, (_, req) in spec.items() if req == "ok")
+                       for f, spec in VALUES.items()}
+
+
+def _check_fields(process: int, f: str, value: dict[str, Any], where: str) -> None:
+    """RecorderError for a field `f` does not have, or a value its check cannot use."""
+    tests = _TESTS[f]
+    if value.keys() <= tests.keys():  # the usual case, in as few steps as it can be
+        for name, x in value.items():
+            if not tests[name](x):
+                break
+        else:
+            return
+    fields = FIELDS[f]
+    for name, x in value.items():
+        spec = fields.get(name)
+        if spec is None:
+            close = difflib.get_close_matches(name, fields, n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]}=?)" if close else ""
+            raise RecorderError(f"process {process}: {f} {where}: unknown field {name}={hint}; "
+                                f"{_an(f)} has {', '.join(fields)}")
+        if not spec[1](x):
+            raise RecorderError(f"process {process}: {f} {where}: {name} must be {spec[0]}, "
+                                f"not {x!r}")
+
+
+def _an(f: str) -> str:
+    return f"an {f}" if f[0] in "aeiou" else f"a {f}"
+
+
 _live: weakref.WeakSet[HistoryRecorder] = weakref.WeakSet()
 
 
@@ -134,8 +214,15 @@ class HistoryRecorder:
         if type(process) is not int or process < 0:
             raise RecorderError(f"process must be a non-negative integer, not {process!r}")
         if f not in CLIENT_FS:
-            raise RecorderError(f"f must be one of {', '.join(sorted(CLIENT_FS))}, not {f!r}")
-        return OpContext(self, process, f, _encode(value) if value else "null")
+            close = difflib.get_close_matches(str(f), CLIENT_FS, n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise RecorderError(f"f must be one of {', '.join(sorted(CLIENT_FS))}, not "
+                                f"{f!r}{hint}")
+        _check_fields(process, f, value, "invoke")
+        for name in _REQUIRED[f]:
+            if name not in value:
+                raise RecorderError(f"process {process}: {_an(f)} needs {name}=")
+        return OpContext(self, process, f, _encode(value) if value else "null", value)
 
     def now_ns(self) -> int:
         """The recorder's clock: ns since it started, as the history's `time`. For an acquire
@@ -262,17 +349,24 @@ class OpContext:
     """One client operation in flight: `ok(**value)`, `fail(error=..., **value)` or
     `info(error=..., **value)` completes it; leaving the block without one records `info`."""
 
-    __slots__ = ("_rec", "_value_json", "f", "process", "type")
+    __slots__ = ("_entered", "_rec", "_value", "_value_json", "f", "process", "type")
 
-    def __init__(self, rec: HistoryRecorder, process: int, f: str, value_json: str) -> None:
+    def __init__(self, rec: HistoryRecorder, process: int, f: str, value_json: str,
+                 value: dict[str, Any]) -> None:
         self._rec = rec
         self.process = process
         self.f = f
         self._value_json = value_json
+        self._value = value  # the invoke's, for the fields an ok must have somewhere
+        self._entered = False
         self.type: Literal["ok", "fail", "info"] | None = None  # set once completed
 
     def __enter__(self) -> Self:
+        if self._entered:
+            raise RecorderError(f"process {self.process}: this {self.f} was entered already "
+                                "(one `with rec.op(...)` per op)")
         self._rec._begin(self.process, self.f, self._value_json)
+        self._entered = True
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -310,6 +404,19 @@ class OpContext:
         if self.type is not None:
             raise RecorderError(f"process {self.process}: {self.f} already completed "
                                 f"{self.type}")
+        if not self._entered:
+            raise RecorderError(f"process {self.process}: {type_}() outside the `with "
+                                f"rec.op(...)` block of its {self.f} (it was never invoked)")
+        if error is not None and type(error) is not str:
+            raise RecorderError(f"process {self.process}: {self.f} {type_}: error must be a "
+                                f"string, not {error!r}")
+        if value:
+            _check_fields(self.process, self.f, value, type_)
+        if type_ == "ok" and _REQUIRED_OK[self.f]:
+            for name in _REQUIRED_OK[self.f]:
+                if name not in value and name not in self._value:
+                    raise RecorderError(f"process {self.process}: an ok {self.f} needs {name}= "
+                                        "(in the op or in ok())")
         self._rec._end(self.process, self.f, type_, _encode(value) if value else "null", error)
         self.type = type_
 

@@ -13,7 +13,18 @@ store is refused: `..` or `.` segments, empty segments (`//etc/passwd`), backsla
 (403), and symlinks resolving outside (403);
 a request target that is not a plain path (absolute-form `http://…`, `*`) gets 400. Percent-escapes
 are decoded exactly once, so `%2e%2e` is `..` (refused) and `%252e` a literal `%2e` (not found).
-Binds 127.0.0.1 unless told otherwise.
+A name too long for the file system (a segment of 256 bytes or more) is not found (404). Only
+directories and regular files are served: a named pipe, socket or device is 403, and a file is
+opened without blocking, so a FIFO in the store never holds a request thread. GET and HEAD are
+the only methods; any other gets 405 with `Allow: GET, HEAD`.
+
+Binds 127.0.0.1 unless told otherwise. The choice for other addresses: a wildcard address
+(0.0.0.0) is refused (ReportError, exit 3 from the CLI), since the Host check needs the one
+address a browser names and every request to a wildcard bind through a non-loopback address
+would get 400; bind that address itself (`--host 192.0.2.7`). A bound address that is not
+loopback is served, with `exposure(address)` the warning the CLI prints at start: the store is
+readable from other machines, and only requests whose Host is that address or a loopback name
+are answered.
 """
 
 from __future__ import annotations
@@ -21,10 +32,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import ipaddress
 import logging
 import mimetypes
 import os
 import re
+import stat
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,6 +68,8 @@ CSP_BASE = (
 )
 NONE = "'none'"
 LOOPBACK = frozenset(("127.0.0.1", "localhost", "[::1]"))
+ALLOW = "GET, HEAD"
+NAME_MAX = 255  # bytes of one path segment on Linux file systems
 INLINE_SCRIPT = re.compile(rb"<script(?: type=\"application/json\"[^>]*)?>(.*?)</script>", re.S)
 SCRIPT_SRC = re.compile(rb'<script src="([^"]+)"></script>')
 
@@ -117,13 +132,28 @@ def resolve(store: Path, target: str) -> Path:
         parts.pop()  # a trailing slash names a directory
     if any(p in ("", ".", "..") for p in parts):
         raise Refused(HTTPStatus.FORBIDDEN, "path leaves the store")
+    if any(len(os.fsencode(p)) > NAME_MAX for p in parts):
+        raise Refused(HTTPStatus.NOT_FOUND, "not found")  # no file can have that name
     candidate = store.joinpath(*parts)
     real = Path(os.path.realpath(candidate))
     if real != store and store not in real.parents:
         raise Refused(HTTPStatus.FORBIDDEN, "path leaves the store")
-    if not real.exists():
-        raise Refused(HTTPStatus.NOT_FOUND, "not found")
+    try:
+        os.stat(real)
+    except OSError as e:  # missing, or a whole path past PATH_MAX (ENAMETOOLONG)
+        raise Refused(HTTPStatus.NOT_FOUND, "not found") from e
     return real
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The content of path if it is a regular file, else None. Opened non-blocking and checked
+    on the open descriptor: opening a FIFO for reading would wait for a writer forever, and a
+    check before the open could be raced by a rename."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    with open(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return fh.read()
 
 
 def _url(store: Path, path: Path) -> str:
@@ -185,6 +215,24 @@ class StoreHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._handle(body=True)
 
+    def parse_request(self) -> bool:
+        """The request line and headers; a method other than GET or HEAD is answered 405 here
+        (http.server would say 501 for any method without a do_ method) and the connection
+        closed, since its body is never read."""
+        if not super().parse_request():
+            return False
+        if self.command in ("GET", "HEAD"):
+            return True
+        data = b"<!doctype html><p>method not allowed</p>"
+        self.send_response(HTTPStatus.METHOD_NOT_ALLOWED)
+        self.send_header("Allow", ALLOW)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+        return False
+
     def _send(self, status: HTTPStatus, ctype: str, data: bytes, body: bool) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
@@ -204,8 +252,11 @@ class StoreHandler(BaseHTTPRequestHandler):
 
     def _handle(self, body: bool) -> None:
         store = self.server.store
-        if not host_allowed(self.headers.get("Host"), str(self.server.server_address[0])):
-            self._page(HTTPStatus.BAD_REQUEST, "<!doctype html><p>bad Host header</p>", body)
+        bound = str(self.server.server_address[0])
+        if not host_allowed(self.headers.get("Host"), bound):
+            names = ", ".join(sorted({*LOOPBACK, bound}))
+            why = f"bad Host header: only requests to {names} are answered"
+            self._page(HTTPStatus.BAD_REQUEST, f"<!doctype html><p>{html.escape(why)}</p>", body)
             return
         try:
             if _path_of(self.path) == "/favicon.ico":
@@ -232,9 +283,12 @@ class StoreHandler(BaseHTTPRequestHandler):
             self._page(HTTPStatus.OK, self._listing(store, path), body)
             return
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except OSError:
             self._page(HTTPStatus.FORBIDDEN, "<!doctype html><p>cannot read</p>", body)
+            return
+        if data is None:
+            self._page(HTTPStatus.FORBIDDEN, "<!doctype html><p>not a regular file</p>", body)
             return
         self._send(HTTPStatus.OK, _content_type(path), data, body)
 
@@ -283,12 +337,34 @@ def write_missing_reports(store: Path) -> list[Path]:
 def make_server(store: Path, host: str = "127.0.0.1", port: int = 0, *,
                 write_reports: bool = True) -> StoreServer:
     """A server of store, bound but not yet serving (port 0: any free port; see `.url`).
-    write_reports: first write the reports that runs lack."""
+    write_reports: first write the reports that runs lack. ReportError for a port out of range
+    or a wildcard address (see the module's docstring)."""
+    if not 0 <= port <= 65535:
+        raise ReportError(f"port {port}: not a port number (0 to 65535; 0: any free port)")
     if not store.is_dir():
         raise ReportError(f"{store}: not a directory")
     if write_reports:
         write_missing_reports(store)
-    return StoreServer(store, (host, port))
+    server = StoreServer(store, (host, port))
+    if _address(str(server.server_address[0])).is_unspecified:
+        server.server_close()
+        raise ReportError(f"host {host}: a wildcard address is not served (requests through "
+                          "any other address would fail the Host check); bind the one address "
+                          "to serve on, or 127.0.0.1")
+    return server
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    return ipaddress.ip_address(host.strip("[]"))
+
+
+def exposure(bound: str) -> str | None:
+    """The warning for a server bound to `bound` (an IP address) if it is not loopback."""
+    if _address(bound).is_loopback:
+        return None
+    return (f"{bound} is not a loopback address: the store is readable by anyone who can reach "
+            f"it, and only requests whose Host is {bound}, 127.0.0.1, localhost or [::1] are "
+            "answered")
 
 
 def serve(
@@ -296,10 +372,14 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     ready: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve store until interrupted; ready(url) is called once the socket is bound."""
+    """Serve store until interrupted; ready(url) is called once the socket is bound, warn(text)
+    before it if the address is not loopback."""
     server = make_server(store, host, port)
     try:
+        if warn is not None and (text := exposure(str(server.server_address[0]))) is not None:
+            warn(text)
         if ready is not None:
             ready(server.url)
         server.serve_forever()

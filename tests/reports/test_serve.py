@@ -4,15 +4,19 @@ that would leave the store (raw requests through http.client, so nothing normali
 from __future__ import annotations
 
 import http.client
+import os
 import posixpath
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fencecheck.reports.serve import StoreServer, make_server
+from fencecheck.reports.rundata import ReportError
+from fencecheck.reports.serve import StoreServer, exposure, make_server
+from tests.conftest import run_fencecheck
 from tests.reports.conftest import ARTIFACTS, Browser
 
 
@@ -198,3 +202,75 @@ def test_a_report_may_run_only_its_own_scripts(server: StoreServer) -> None:
     assert len(hashes) == 2 and all(h.startswith("'sha256-") for h in hashes)
     assert "unsafe" not in policy["script-src"] and policy["default-src"] == "'none'"
     assert "script-src 'none'" in request(server, "/")[1]["Content-Security-Policy"]
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["/" + "a" * 256, "/" + "a" * 255, "/" + "%C3%A9" * 128,
+     "/redis-unfenced-pause/" + "b" * 1000 + "/report.html",
+     "/" + "/".join(["c" * 200] * 30)],  # each name fits, the whole path is past PATH_MAX
+)
+def test_a_name_too_long_is_not_found(server: StoreServer, target: str) -> None:
+    assert get(server, target)[0] == 404
+    assert get(server, "/")[0] == 200  # and the server is still there
+
+
+def test_a_named_pipe_is_refused_without_waiting(server: StoreServer, store: Path) -> None:
+    run = store / "planted" / "20261129T231000"
+    os.mkfifo(run / "pipe.log")
+    os.mkfifo(run / "nodes" / "n1" / "redis.log.fifo")
+    t = time.monotonic()
+    for target in ("/planted/latest/pipe.log", "/planted/latest/nodes/n1/redis.log.fifo"):
+        status, _, body = get(server, target)  # the request's timeout is 10 s
+        assert (status, body) == (403, b"<!doctype html><p>not a regular file</p>")
+    assert time.monotonic() - t < 5
+    status, _, body = get(server, "/planted/latest/")
+    assert status == 200 and b'href="pipe.log"' in body  # listed, not opened
+    assert get(server, "/")[0] == 200
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "FOO"])
+def test_methods_other_than_get_and_head_are_405(server: StoreServer, method: str) -> None:
+    host, port = server.server_address[:2]
+    conn = http.client.HTTPConnection(str(host), port, timeout=10)
+    try:
+        conn.request(method, "/", body=b"x=1" if method in ("POST", "PUT", "PATCH") else None)
+        resp = conn.getresponse()
+        assert resp.status == 405 and resp.getheader("Allow") == "GET, HEAD"
+        resp.read()
+    finally:
+        conn.close()
+    conn = http.client.HTTPConnection(str(host), port, timeout=10)
+    try:
+        conn.request("HEAD", "/")
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.read() == b""
+    finally:
+        conn.close()
+
+
+def test_a_port_out_of_range_or_a_wildcard_host_is_refused(store: Path) -> None:
+    with pytest.raises(ReportError, match="not a port number"):
+        make_server(store, port=99999, write_reports=False)
+    with pytest.raises(ReportError, match="wildcard address"):
+        make_server(store, "0.0.0.0", 0, write_reports=False)
+    for argv, words in ((["--port", "99999"], ("--port", "99999")),
+                        (["--port", "-1"], ("--port", "-1")),
+                        (["--host", "0.0.0.0", "--port", "0"], ("host 0.0.0.0", "wildcard"))):
+        r = run_fencecheck("serve", str(store), *argv, timeout=60)
+        assert r.returncode == 3, r.stderr
+        assert len(r.stderr.splitlines()) == 1 and all(w in r.stderr for w in words), r.stderr
+        assert "internal error" not in r.stderr and not r.stdout
+
+
+def test_an_address_that_is_not_loopback_is_named_in_a_warning() -> None:
+    assert exposure("127.0.0.1") is None and exposure("127.0.0.2") is None
+    assert exposure("::1") is None
+    text = exposure("192.0.2.7")
+    assert text is not None and "readable by anyone" in text
+    assert "only requests whose Host is 192.0.2.7, 127.0.0.1, localhost or [::1]" in text
+
+
+def test_a_foreign_host_is_told_which_hosts_are_answered(server: StoreServer) -> None:
+    status, _, body = request(server, "/", "evil.example")
+    assert status == 400 and b"only requests to 127.0.0.1, [::1], localhost" in body

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from fencecheck.api import HistoryRecorder, RecorderError, check_history
+from fencecheck.checker.history import load_ops
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -197,9 +198,20 @@ def test_bad_process_or_op_name_is_refused(tmp_path: Path, process: Any, f: Any,
 
 def test_a_value_that_is_not_json_records_nothing(tmp_path: Path) -> None:
     path = tmp_path / "h.jsonl"
-    with HistoryRecorder(path) as rec, pytest.raises(TypeError, match="not JSON serializable"):
-        rec.op(1, "write", key="k", value=object(), token=None)
-    assert path.read_text() == ""
+    with HistoryRecorder(path) as rec:
+        with pytest.raises(RecorderError, match=r"not JSON: .*not JSON serializable"):
+            rec.op(1, "write", key="k", value=object(), token=None)
+        with pytest.raises(RecorderError, match=r"not JSON: .*value=nan"):
+            rec.op(1, "write", key="k", value=float("nan"), token=None)
+        with pytest.raises(RecorderError, match=r"not JSON: .*inf"):
+            rec.fault("pause", for_s=float("inf"))
+        with rec.op(1, "read", key="k", token=None) as op:
+            with pytest.raises(RecorderError, match="not JSON"):
+                op.ok(value={1, 2})
+            with pytest.raises(RecorderError, match=r"not JSON: .*nan"):
+                op.ok(value=[1.0, float("nan")])
+            op.ok(value=1)
+    assert [e["type"] for e in _lines(path)] == ["invoke", "ok"]
 
 
 def test_faults_become_nemesis_windows(tmp_path: Path) -> None:
@@ -251,3 +263,78 @@ def test_attempt_ns_from_the_recorders_clock_moves_the_lease_start(tmp_path: Pat
     # Counted from the invoke, the lease was over before the grant: no double grant can be said.
     assert "double-grant" not in _slow_acquire_then_another(tmp_path / "a.jsonl", False)
     assert "double-grant" in _slow_acquire_then_another(tmp_path / "b.jsonl", True)
+
+
+@pytest.mark.parametrize(("f", "value", "what"), [
+    ("acquire", {"lock": "l", "lease": 500}, r"unknown field lease= \(did you mean lease_ms=\?\)"),
+    ("release", {"lock": "l", "tokn": 1}, r"unknown field tokn= \(did you mean token=\?\)"),
+    ("read", {"kye": "k"}, r"unknown field kye= \(did you mean key=\?\)"),
+    ("acquire", {"lock": "l", "colour": "red"}, r"unknown field colour=; an acquire has lock, "),
+    ("acquire", {"lock": "l", "lease_ms": -5}, r"lease_ms must be a finite non-negative number "
+                                                r"or null, not -5"),
+    ("acquire", {"lock": "l", "lease_ms": float("nan")}, r"lease_ms must be a finite"),
+    ("acquire", {"lock": 7}, r"lock must be a string, not 7"),
+    ("release", {"lock": "l", "token": "1"}, r"token must be an integer or null, not '1'"),
+    ("acquire", {"lease_ms": 500}, r"an acquire needs lock="),
+])
+def test_a_mistake_in_an_invoke_is_refused_when_made(tmp_path: Path, f: str,
+                                                     value: dict[str, Any], what: str) -> None:
+    path = tmp_path / "h.jsonl"
+    with HistoryRecorder(path) as rec, pytest.raises(RecorderError, match=what):
+        rec.op(1, f, **value)  # type: ignore[arg-type]
+    assert path.read_text() == ""  # nothing was recorded
+
+
+@pytest.mark.parametrize(("f", "invoke", "done", "what"), [
+    ("acquire", {"lock": "l", "lease_ms": 500}, {"tokn": 1}, r"ok: unknown field tokn= \(did "
+                                                             r"you mean token=\?\)"),
+    ("acquire", {"lock": "l", "lease_ms": 500}, {"token": 1.5}, r"token must be an integer"),
+    ("acquire", {"lock": "l", "lease_ms": 500}, {"attempt_ns": -1}, r"attempt_ns must be an "
+                                                                   r"integer ns time"),
+    ("renew", {"lock": "l", "token": 1}, {}, r"an ok renew needs lease_ms="),
+])
+def test_a_mistake_in_an_outcome_is_refused_when_made(tmp_path: Path, f: str,
+                                                      invoke: dict[str, Any],
+                                                      done: dict[str, Any], what: str) -> None:
+    path = tmp_path / "h.jsonl"
+    with HistoryRecorder(path) as rec, rec.op(1, f, **invoke) as op:  # type: ignore[arg-type]
+        with pytest.raises(RecorderError, match=what):
+            op.ok(**done)
+        assert op.type is None  # not completed: a right ok() still can be
+        op.ok(**({"lease_ms": 500} if f == "renew" else {"token": 1}))
+    assert [e["type"] for e in _lines(path)] == ["invoke", "ok"]
+    assert len(load_ops(path)) == 1  # what was recorded is what the strict reader accepts
+
+
+def test_an_error_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    with HistoryRecorder(tmp_path / "h.jsonl") as rec, \
+            rec.op(1, "acquire", lock="l", lease_ms=500) as op:
+        with pytest.raises(RecorderError, match="error must be a string, not 7"):
+            op.fail(error=7)  # type: ignore[arg-type]
+        op.fail(error="busy")
+
+
+def test_an_outcome_outside_its_block_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    with HistoryRecorder(path) as rec:
+        op = rec.op(1, "acquire", lock="l", lease_ms=500)
+        with pytest.raises(RecorderError, match=r"ok\(\) outside the `with rec.op\(...\)` "
+                                                r"block of its acquire"):
+            op.ok(token=1)
+        with pytest.raises(RecorderError, match="outside"):
+            op.fail(error="busy")
+        with op:
+            op.ok(token=1)
+        with pytest.raises(RecorderError, match="entered already"):
+            op.__enter__()
+    assert [e["type"] for e in _lines(path)] == ["invoke", "ok"]
+
+
+def test_the_fields_are_the_checkers() -> None:
+    """The recorder's table is the strict reader's, plus a read's or write's own value."""
+    from fencecheck.checker.reader import VALUES
+    from fencecheck.recorder import FIELDS
+
+    assert set(FIELDS) == set(VALUES)
+    for f, spec in VALUES.items():
+        assert set(FIELDS[f]) == set(spec) | ({"value"} if f in ("read", "write") else set())

@@ -64,7 +64,7 @@ GOOD = [
 
 
 @pytest.mark.parametrize("text, where", [
-    ("\n".join(GOOD) + "\n\n", ":3: empty line"),  # a trailing blank line
+    (GOOD[0] + "\n\n" + GOOD[1] + "\n", ":2: empty line"),  # a blank line before the end
     (GOOD[0] + " " + GOOD[1] + "\n", ":1: "),  # two objects on one line
     (GOOD[0].replace(',"process"', ',\n"process"') + "\n" + GOOD[1] + "\n", ":1: "),
     ("\n".join(GOOD).replace('"l"', '"\\u00e9\xff"') + "\n", ":1: not UTF-8"),

@@ -113,15 +113,25 @@ def malformed_jsonl(data: bytes) -> bool:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return True
-    for line in text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"):
+    lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()  # blank lines at the very end are the end of the history
+    for line in lines:
         if not line.strip():
-            return bool(text.strip())  # a blank line inside a non-empty history
+            return True  # a blank line before another event
         try:
-            if not isinstance(json.loads(line, parse_constant=refuse), dict):
+            if not isinstance(json.loads(line, parse_constant=refuse,
+                                         object_pairs_hook=unique), dict):
                 return True
         except (ValueError, RecursionError):
             return True
     return False
+
+
+def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len({k for k, _ in pairs}) != len(pairs):
+        raise ValueError("a key twice in one object")
+    return dict(pairs)
 
 
 def test_mutated_histories_exit_0_to_3_without_a_traceback(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ BAD: list[tuple[str, list[str], int, str]] = [
     ("not-json", ['{"index": 2, "time": 30,'], 3, "not valid JSON"),
     ("not-object", ["[2, 30]"], 3, "not a JSON object but array"),
     ("empty-line", ["", _line(2, 30, 0, "invoke", "release")], 3, "empty line"),
-    ("blank-line", ["   "], 3, "empty line"),
+    ("blank-line", ["   ", _line(2, 30, 0, "invoke", "release")], 3, "empty line"),
     ("trailing-data", [_line(2, 30, 0, "invoke", "release") + " x"], 3, "not valid JSON"),
     ("two-objects", [_line(2, 30, 0, "invoke", "release") + _line(3, 40, 0, "ok", "release")],
      3, "not valid JSON (trailing characters"),
