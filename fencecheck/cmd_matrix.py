@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from fencecheck.cli_group import console
 from fencecheck.matrix import (
     EXPECTED_VERDICT,
     MatrixError,
@@ -34,8 +34,8 @@ from fencecheck.matrix import (
 from fencecheck.shard import parse_shard, select, write_manifest
 
 BAD_INPUT = 3
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = console()
+err = console(stderr=True, soft_wrap=True)
 
 
 def _fail(message: str) -> NoReturn:
