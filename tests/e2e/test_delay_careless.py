@@ -19,6 +19,7 @@ from tests.conftest import (
     fencecheck_argv,
     processes_matching,
     run_fencecheck,
+    runs_under,
 )
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
@@ -84,32 +85,39 @@ def test_a_renewal_delayed_past_its_lease_on_the_service_path_is_harmless_when_f
 
 def test_a_sigint_mid_delay_releases_stops_the_proxies_and_keeps_the_history(
         tmp_path: Path) -> None:
-    proc = subprocess.Popen(fencecheck_argv("run", "--store", str(tmp_path), "--nemesis",
-                                            "delay", "--time-limit", "60", "--lease-ms", "1000",
-                                            "--seed", "2"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Output to files, not pipes nobody reads while the test waits: a full pipe would block the
+    # controller's progress line and with it the schedule.
+    out_f, err_f = open(tmp_path / "out.txt", "w+"), open(tmp_path / "err.txt", "w+")  # noqa: SIM115
+    proc = subprocess.Popen(fencecheck_argv("run", "--store", str(tmp_path / "store"),
+                                            "--nemesis", "delay", "--time-limit", "60",
+                                            "--lease-ms", "1000", "--seed", "2"),
+                            stdout=out_f, stderr=err_f, text=True)
     run_dir: Path | None = None
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # the workers' start and a first grant, under load
         while time.monotonic() < deadline:
-            runs = list(tmp_path.glob("*/latest"))
+            runs = list((tmp_path / "store").glob("*/latest"))
             nlog = runs[0] / "nemesis.jsonl" if runs else None
             if nlog and nlog.exists() and '"ok","f":"start-delay"' in nlog.read_text():
                 run_dir = runs[0].resolve()
                 break
             time.sleep(0.1)
         else:
-            pytest.fail("no delay started within 60 s")
+            pytest.fail("no delay started within 120 s")
         assert processes_matching("fencecheck.clusters.faults.proxy --state " + str(run_dir))
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=90)
+        proc.wait(timeout=90)
     finally:
         if proc.poll() is None:  # failed before the signal: leave nothing of this run behind
             proc.kill()
             proc.wait()
-            if run_dir is not None:
-                rid = json.loads((run_dir / "test.json").read_text())["run_id"]
+            for rid in runs_under(tmp_path):
                 run_fencecheck("teardown", "--run", rid, timeout=120)
+        out_f.seek(0)
+        err_f.seek(0)
+        out, err = out_f.read(), err_f.read()
+        out_f.close()
+        err_f.close()
     assert proc.returncode == 128 + signal.SIGINT, out + err
     assert "Traceback" not in err
     assert run_dir is not None
