@@ -14,7 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -210,13 +210,15 @@ GROUPS: dict[str, str] = {
 }
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)  # a wrapper's first half runs before xdist's hook reads marks
+def pytest_collection_modifyitems(config: pytest.Config,
+                                  items: list[pytest.Item]) -> Generator[None, None, None]:
     for item in items:
         path = Path(str(item.path)).resolve()
         group = GROUPS.get(path.relative_to(REPO).as_posix()) if path.is_relative_to(REPO) else None
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    yield
     reason = netns_available()
     if reason is None:
         return
