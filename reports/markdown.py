@@ -150,12 +150,20 @@ NOTES = """\
 - **A careless client with a fence** still hands the lock out twice (its double-grant rows are
   the lock's failure), but the resource rejects every stale write: its fenced rows find
   double-grant and nothing else.
-- **client-go's ReleaseOnCancel after a pause** empties the successor's Lease: the woken
-  holder's release reads the Lease (now naming the next holder, with a fresh resourceVersion),
-  checks leadership against the record it saw before the pause, and writes an empty holder with
-  that fresh resourceVersion, so the API server accepts it and a third candidate takes the Lease
-  while the second still holds it. Fenced by resourceVersion, no stale write gets through: its
-  fenced pause row finds double-grant only.
+- **client-go's release can empty the successor's Lease.** With `ReleaseOnCancel` the elector
+  releases whenever it stops. Its release (client-go v0.37.2) reads the Lease, decides by the
+  record it last *observed*, and writes an empty holder with the resourceVersion it has just
+  read, which the API server accepts; a third candidate can then take the Lease while the second
+  still leads. That happens only when the release runs before the woken elector has read the
+  successor's record: the pause landed while a renew was running (the renew's deadline passes
+  during the pause, it fails on waking without a read, and the elector gives up), or the elector
+  is cancelled before its first read after the pause returns. A holder paused between renewals
+  reads the Lease on waking, sees its successor and writes nothing. The read came with
+  kubernetes/kubernetes PR #132849 (fixing issue #131867); before it, the release wrote with the
+  last resourceVersion the elector had seen, and the API server would have refused it with a
+  conflict. Fenced by resourceVersion, no stale write gets through: its fenced pause row finds
+  double-grant only (the history does not yet tie each double grant to that write). See
+  [findings/client-go-release.md](findings/client-go-release.md).
 - **ShedLock's unlock is unchecked** with the client's clock (both the Redis and the JDBC
   provider): a runner paused past lockAtMostFor frees the next runner's lock. With
   `usingDbTime()` the JDBC provider's unlock checks `locked_by`, a host name, not a grant.
