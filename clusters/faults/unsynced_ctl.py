@@ -10,9 +10,10 @@ its backing directory is `<run_dir>/unsynced/<NODE>/data` and its control socket
 `fencecheck-<run>-<NODE>` and its type `fuse.fc_unsynced`, so a cleaner finds a run's mounts by
 source prefix, and any machine-wide leftovers by type, without live objects.
 
-Protocol: one Unix stream connection per command; the client sends one line (`lose` or
-`status`), the file system answers one line of JSON (an object with `"ok": true`, or
-`"ok": false` and `"error"`) and closes.
+Protocol: one Unix stream connection per command; the client sends one line (`lose`, `status`,
+or `sync`: make everything written so far durable), the file system answers one line of JSON
+(an object with `"ok": true`, or `"ok": false` and `"error"`) and closes. Commands run between
+two FUSE requests, never inside one.
 """
 
 from __future__ import annotations
@@ -74,10 +75,11 @@ def fsname(run_id: str, node: str) -> str:
     return f"fencecheck-{run_id}-{node}"
 
 
-def argv(mountpoint: Path, backing: Path, control: Path, name: str) -> list[str]:
+def argv(mountpoint: Path, backing: Path, control: Path, name: str,
+         names: str = "posix") -> list[str]:
     """The command line that runs the file system as its own process, in the foreground."""
     return [sys.executable, "-m", "fencecheck.clusters.faults.unsynced_fs",
-            str(mountpoint), str(backing), str(control), "--fsname", name]
+            str(mountpoint), str(backing), str(control), "--fsname", name, "--names", names]
 
 
 def request(control: Path, command: str, timeout_s: float = 10.0) -> dict[str, Any]:
@@ -113,8 +115,14 @@ def status(control: Path, timeout_s: float = 10.0) -> dict[str, Any]:
     return request(control, "status", timeout_s)
 
 
+def sync(control: Path, timeout_s: float = 10.0) -> dict[str, Any]:
+    """Make everything written so far durable (a checkpoint, e.g. once the servers are up)."""
+    return request(control, "sync", timeout_s)
+
+
 def start(mountpoint: Path, backing: Path, control: Path, name: str,
-          timeout_s: float = 10.0, log_path: Path | None = None) -> subprocess.Popen[bytes]:
+          timeout_s: float = 10.0, log_path: Path | None = None,
+          names: str = "posix") -> subprocess.Popen[bytes]:
     """Start the file system and wait until it answers `status` (it is mounted by then)."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     backing.mkdir(parents=True, exist_ok=True)
@@ -122,7 +130,7 @@ def start(mountpoint: Path, backing: Path, control: Path, name: str,
         control.unlink()
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     try:
-        proc = subprocess.Popen(argv(mountpoint, backing, control, name),
+        proc = subprocess.Popen(argv(mountpoint, backing, control, name, names),
                                 stdout=out, stderr=subprocess.STDOUT)
     finally:
         if log_path:

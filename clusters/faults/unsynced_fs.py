@@ -68,6 +68,7 @@ from fencecheck.clusters.faults.unsynced_ctl import SUBTYPE
 log = logging.getLogger(__name__)
 
 ATTIC = ".fc-unsynced-attic"
+NAMES_MODES = ("posix", "journal")
 _ATTIC_B = ATTIC.encode()
 
 
@@ -150,8 +151,11 @@ class Handle:
 class UnsyncedFs(pyfuse3.Operations):
     """The pass-through file system and its durability model (the module docstring)."""
 
-    def __init__(self, backing: Path) -> None:
+    def __init__(self, backing: Path, names: str = "posix") -> None:
         super().__init__()
+        if names not in NAMES_MODES:
+            raise ValueError(f"names must be one of {NAMES_MODES}, not {names!r}")
+        self.names = names
         self.root_fd = os.open(backing, os.O_PATH | os.O_DIRECTORY)
         root_st = os.stat(self.root_fd)
         self.dev = root_st.st_dev
@@ -233,6 +237,26 @@ class UnsyncedFs(pyfuse3.Operations):
         d = self.files.pop(os.stat(fd).st_ino, None)
         if d is not None:
             os.close(d.fd)
+        if self.names == "journal":
+            self._names_synced()
+
+    def _names_synced(self) -> None:
+        """Every name change so far is durable (a metadata journal committed)."""
+        for dd in self.dirty_dirs.values():
+            os.close(dd.fd)
+        self.dirty_dirs.clear()
+        self._clear_attic()
+
+    def sync(self) -> dict[str, Any]:
+        """Make everything durable now, as sync(1) would on a real disk: a checkpoint the
+        fault can take once the servers have started, so that only what they write after it
+        is at stake."""
+        out = {"files_synced": len(self.files), "dirs_synced": len(self.dirty_dirs)}
+        for d in self.files.values():
+            os.close(d.fd)
+        self.files.clear()
+        self._names_synced()
+        return out
 
     def _dirty_dir(self, dir_fd: int) -> None:
         st = os.stat(dir_fd)
@@ -358,7 +382,8 @@ class UnsyncedFs(pyfuse3.Operations):
         for d in self.files.values():
             with contextlib.suppress(OSError):
                 unsynced += max(0, os.stat(d.fd).st_size - d.synced_size) + d.saved_bytes()
-        return {"dirty_files": len(self.files), "dirty_dirs": len(self.dirty_dirs),
+        return {"names": self.names, "dirty_files": len(self.files),
+                "dirty_dirs": len(self.dirty_dirs),
                 "unsynced_bytes": unsynced, "open_handles": len(self.handles), **self.counts}
 
     # ---- FUSE handlers -----------------------------------------------------------------
@@ -601,6 +626,8 @@ class UnsyncedFs(pyfuse3.Operations):
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         ino, _ = self.dirs_open[fh]
         with _oserror():
+            if self.names == "journal":
+                self._names_synced()
             dd = self.dirty_dirs.pop(os.stat(self._fd(ino)).st_ino, None)
             if dd is not None:
                 os.close(dd.fd)
@@ -646,6 +673,8 @@ async def _serve_control(fs: UnsyncedFs, control: Path) -> None:
             try:
                 if command == "lose":
                     reply: dict[str, Any] = {"ok": True, **fs.lose()}
+                elif command == "sync":
+                    reply = {"ok": True, **fs.sync()}
                 elif command == "status":
                     reply = {"ok": True, **fs.status()}
                 else:
@@ -681,6 +710,9 @@ def main(args: list[str] | None = None) -> int:
     p.add_argument("control", type=Path, help="Unix socket for the lose/status commands")
     p.add_argument("--fsname", default="fencecheck-unsynced",
                    help="the mount's source in /proc/mounts (naming rule: unsynced_ctl.py)")
+    p.add_argument("--names", choices=NAMES_MODES, default="posix",
+                   help="posix: a name change is durable at its directory's fsyncdir; journal: "
+                        "at any fsync or fsyncdir (ext4/xfs commit their metadata journal whole)")
     p.add_argument("--debug", action="store_true")
     a = p.parse_args(args)
     logging.basicConfig(level=logging.DEBUG if a.debug else logging.INFO,
@@ -692,7 +724,7 @@ def main(args: list[str] | None = None) -> int:
     if not os.path.exists("/dev/fuse"):
         print("unsynced_fs: /dev/fuse is missing", file=sys.stderr)
         return 3
-    fs = UnsyncedFs(a.backing)
+    fs = UnsyncedFs(a.backing, a.names)
     options = set(pyfuse3.default_options)
     options |= {f"fsname={a.fsname}", f"subtype={SUBTYPE}", "allow_other"}
     try:
