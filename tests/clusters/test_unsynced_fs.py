@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -170,6 +171,64 @@ def test_rename_unlink_mkdir_undone_without_fsyncdir_kept_with(fs: Mount) -> Non
     fs.lose()
     assert sorted(os.listdir(d)) == ["target"]
     assert (d / "target").read_bytes() == b"new"
+
+
+def test_random_writes_and_truncates_come_back_to_the_last_fsync(fs: Mount) -> None:
+    """Overlapping overwrites, extensions and truncates between random fsyncs, then a lose:
+    the file is exactly its content at the last fsync (checks the saved-range bookkeeping)."""
+    rng = random.Random(28)
+    path = fs.mnt / "f"
+    write(path, b"", sync=True)
+    fsyncdir(fs.mnt)
+    for _round in range(4):
+        model = bytearray(path.read_bytes())
+        synced = bytes(model)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            for _ in range(60):
+                if rng.random() < 0.2:
+                    size = rng.randrange(0, len(model) + 50)
+                    os.ftruncate(fd, size)
+                    model = model[:size] + bytes(max(0, size - len(model)))
+                else:
+                    off = rng.randrange(0, len(model) + 20)
+                    data = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40)))
+                    os.pwrite(fd, data, off)
+                    model = model + bytes(max(0, off - len(model)))
+                    model[off:off + len(data)] = data
+                if rng.random() < 0.1:
+                    os.fsync(fd)
+                    synced = bytes(model)
+            assert os.pread(fd, len(model) + 10, 0) == bytes(model)
+        finally:
+            os.close(fd)
+        fs.lose()
+        assert path.read_bytes() == synced
+
+
+def test_unlinked_open_file_and_links_come_back(fs: Mount) -> None:
+    a = fs.mnt / "a"
+    write(a, b"v1", sync=True)
+    fsyncdir(fs.mnt)
+    fd = os.open(a, os.O_RDWR)
+    a.unlink()
+    os.pwrite(fd, b"v2", 0)
+    os.fsync(fd)  # the content is durable, the unlink is not
+    os.close(fd)
+    os.symlink("a", fs.mnt / "s")
+    write(fs.mnt / "b", b"b", sync=True)
+    os.link(fs.mnt / "b", fs.mnt / "h")
+    fs.lose()
+    assert sorted(os.listdir(fs.mnt)) == ["a"]
+    assert a.read_bytes() == b"v2"
+
+
+def test_bad_arguments_exit_3_with_one_line(tmp_path: Path) -> None:
+    res = subprocess.run([*ctl.argv(tmp_path / "nope", tmp_path, tmp_path / "c", "x")],
+                         capture_output=True, text=True, timeout=30, check=False)
+    assert res.returncode == 3
+    assert res.stderr.strip().splitlines() == [f"unsynced_fs: mountpoint {tmp_path / 'nope'} "
+                                               "is not a directory"]
 
 
 def test_killed_fs_leaves_a_mount_that_lazy_unmount_removes(tmp_path: Path) -> None:
