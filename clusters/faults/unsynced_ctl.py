@@ -123,18 +123,18 @@ def sync(control: Path, timeout_s: float = 10.0) -> dict[str, Any]:
 def start(mountpoint: Path, backing: Path, control: Path, name: str,
           timeout_s: float = 10.0, log_path: Path | None = None,
           names: str = "posix") -> subprocess.Popen[bytes]:
-    """Start the file system and wait until it answers `status` (it is mounted by then)."""
+    """Start the file system and wait until it answers `status` (it is mounted by then).
+    A dead mount left at the mountpoint by a killed instance is detached first."""
+    if mounted(mountpoint):
+        lazy_unmount(mountpoint)
     mountpoint.mkdir(parents=True, exist_ok=True)
     backing.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         control.unlink()
-    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
-    try:
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(log_path, "ab")) if log_path else subprocess.DEVNULL
         proc = subprocess.Popen(argv(mountpoint, backing, control, name, names),
                                 stdout=out, stderr=subprocess.STDOUT)
-    finally:
-        if log_path:
-            out.close()  # type: ignore[union-attr]
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:

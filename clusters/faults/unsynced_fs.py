@@ -403,8 +403,12 @@ class UnsyncedFs(pyfuse3.Operations):
         if parent_inode == pyfuse3.ROOT_INODE and name == _ATTIC_B:
             raise FUSEError(errno.ENOENT)
         with _oserror():
-            if name == b".":
-                return self._attr(os.stat(self._fd(parent_inode)))
+            if name == b"." or (name == b".." and parent_inode == pyfuse3.ROOT_INODE):
+                # the kernel counts these lookups too; the root's ".." stays inside the mount
+                self._fd(parent_inode)  # ESTALE if the kernel forgot it
+                node = self.nodes[parent_inode]
+                node.lookups += 1
+                return self._attr(os.stat(node.fd))
             return self._remember(self._fd(parent_inode), name)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:

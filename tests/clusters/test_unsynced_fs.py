@@ -245,6 +245,18 @@ def test_killed_fs_leaves_a_mount_that_lazy_unmount_removes(tmp_path: Path) -> N
         ctl.stop(proc, lay.mountpoint)
     assert not ctl.mounted(lay.mountpoint)
     assert ctl.mounts(f"fencecheck-{lay.run_id}-") == []
+    # a new instance over a dead mount detaches it first and serves the same backing data
+    (lay.backing / "kept").write_bytes(b"x")
+    proc = ctl.start(lay.mountpoint, lay.backing, lay.control, lay.fsname)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(5)
+    proc = ctl.start(lay.mountpoint, lay.backing, lay.control, lay.fsname)
+    try:
+        assert os.listdir(lay.mountpoint) == ["kept"]
+        assert len(ctl.mounts(f"fencecheck-{lay.run_id}-")) == 1
+    finally:
+        ctl.stop(proc, lay.mountpoint)
+    assert ctl.mounts(f"fencecheck-{lay.run_id}-") == []
 
 
 # ---- a real server on the mount ----------------------------------------------------------
