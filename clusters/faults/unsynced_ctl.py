@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,8 @@ def request(control: Path, command: str, timeout_s: float = 10.0) -> dict[str, A
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout_s)
-            s.connect(str(control))
+            with short_path(control) as path:
+                s.connect(path)
             s.sendall(command.encode() + b"\n")
             data = b""
             while not data.endswith(b"\n"):
@@ -104,6 +106,17 @@ def request(control: Path, command: str, timeout_s: float = 10.0) -> dict[str, A
     if not reply.get("ok"):
         raise UnsyncedFsError(f"unsynced fs at {control}: {command}: {reply.get('error')}")
     return reply
+
+
+@contextlib.contextmanager
+def short_path(path: Path) -> Iterator[str]:
+    """A name for `path` that fits a Unix socket address (108 bytes), however deep the run
+    directory is: through an O_PATH descriptor on its directory."""
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
 def lose(control: Path, timeout_s: float = 30.0) -> dict[str, Any]:

@@ -74,7 +74,7 @@ import pyfuse3
 import trio
 from pyfuse3 import FUSEError
 
-from fencecheck.clusters.faults.unsynced_ctl import SUBTYPE
+from fencecheck.clusters.faults.unsynced_ctl import SUBTYPE, short_path
 
 log = logging.getLogger(__name__)
 
@@ -696,7 +696,8 @@ async def _serve_control(fs: UnsyncedFs, control: Path) -> None:
     sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
     with contextlib.suppress(FileNotFoundError):
         control.unlink()
-    await sock.bind(str(control))
+    with short_path(control) as path:
+        await sock.bind(path)
     os.chmod(control, 0o600)
     sock.listen(8)
     while True:
