@@ -13,6 +13,7 @@ fi
 # Tools; the lock services' packages are declared by their backend descriptors (below).
 pkgs=(python3 python3-venv python3-dev gcc libc6-dev iproute2 iptables procps psmisc
       openssh-server chromium chromium-driver docker.io debootstrap sudo
+      fuse3 libfuse3-dev pkg-config
       ${FC_SETUP_EXTRA:-})
 install_missing() {
   local missing=()
