@@ -78,13 +78,16 @@ def test_unrenewed_lease_expires_and_passes_on(clients: list[EtcdClient]) -> Non
 
 def test_renewal_keeps_the_lock(clients: list[EtcdClient]) -> None:
     a, b, _ = clients
-    g = a.acquire("renewed", 1000, 2.0)
-    deadline = time.monotonic() + 3.0
-    while time.monotonic() < deadline:  # past the 2 s lease, renewed every 0.4 s
-        g = a.renew(g, 1000)
+    # A TTL of 2 s renewed every 0.4 s for 4.5 s: past the lease, and a stall of this process of
+    # up to 1.6 s (the parallel suite loads 2 cores) still keeps it; with 1 s, a 0.6 s stall let
+    # the lease lapse and b's attempt was rightly indeterminate.
+    g = a.acquire("renewed", 2000, 2.0)
+    deadline = time.monotonic() + 4.5
+    while time.monotonic() < deadline:
+        g = a.renew(g, 2000)
         time.sleep(0.4)
     with pytest.raises(DefiniteFailure):
-        b.acquire("renewed", 1000, 0.3)
+        b.acquire("renewed", 2000, 0.3)
     with pytest.raises(DefiniteFailure) as e:
         a.renew(g, 60_000)  # a keepalive cannot lengthen the granted TTL
     assert e.value.error == "lease-too-long"
