@@ -60,13 +60,13 @@ def encode_json(doc: Any) -> bytes:
     return msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes | str) -> None:
     """A rename of a new file made in path's folder: a reader never sees half a record, and a
     link in the record's place (or beside it) is replaced, never written through."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:

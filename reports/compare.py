@@ -23,7 +23,8 @@ import pandas as pd
 from msgspec import UNSET
 
 from fencecheck.checker.base import NEMESIS
-from fencecheck.reports.html import env, static_text, write_atomic, write_report
+from fencecheck.records.base import write_atomic
+from fencecheck.reports.html import env, static_text, write_report
 from fencecheck.reports.rundata import ReportError, RunData, find_runs, load_run, violation_counts
 from fencecheck.reports.timeline import NS, percentile
 

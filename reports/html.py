@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from functools import cache
@@ -26,6 +25,7 @@ from msgspec import UNSET
 
 from fencecheck.checker.base import NEMESIS, Op
 from fencecheck.checker.names import ProcessNames, load_names
+from fencecheck.records.base import write_atomic
 from fencecheck.records.results import OpRef, Results, Violation, check_details
 from fencecheck.reports import figures
 from fencecheck.reports.incidents import incident_views
@@ -70,19 +70,6 @@ def script_json(data: Any) -> str:
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def plotly_js(target_dir: Path) -> Path:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from msgspec import UNSET
 
+from fencecheck.records.base import write_atomic
 from fencecheck.records.results import Results
-from fencecheck.reports.html import write_atomic
 from fencecheck.reports.rundata import (
     ReportError,
     load_run,

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from fencecheck.clusters.cleaner import ENV_MARKER, RUN_INDEX, _start_time, read_records
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
 
@@ -87,8 +89,6 @@ def group_pids(pgid: int) -> set[int]:
 
 def _index_ledgers() -> dict[str, list[Path]]:
     """Run id -> ledger paths, from the machine's run index (/run/fencecheck/runs)."""
-    from fencecheck.clusters.cleaner import RUN_INDEX
-
     out: dict[str, list[Path]] = {}
     if RUN_INDEX.is_dir():
         for entry in RUN_INDEX.iterdir():
@@ -99,8 +99,6 @@ def _index_ledgers() -> dict[str, list[Path]]:
 
 def runs_owned_by(pids: set[int]) -> list[str]:
     """Runs in the run index whose controller (the ledger's owner record) was one of pids."""
-    from fencecheck.clusters.cleaner import read_records
-
     return sorted(run for run, ledgers in _index_ledgers().items()
                   if any(r.get("kind") == "owner" and r.get("pid") in pids
                          for path in ledgers for r in read_records(path)))
@@ -109,8 +107,6 @@ def runs_owned_by(pids: set[int]) -> list[str]:
 def runs_under(root: Path, *, files: bool = True) -> set[str]:
     """The run ids whose ledgers lie under root: in the run index (a run still registered)
     and, with `files`, as ledger files there (a run that unregistered or never registered)."""
-    from fencecheck.clusters.cleaner import read_records
-
     root = root.resolve()
     out = {run for run, ledgers in _index_ledgers().items()
            if any(p.resolve().is_relative_to(root) for p in ledgers)}
@@ -124,8 +120,6 @@ def run_processes_alive(run_dir: Path) -> list[str]:
     """Processes the run recorded in its ledger (servers, workers, the fenced store, proxies)
     that are still alive: same pid and start time. The per-run form of "is anything left",
     since redis-server's title names only its address, which every netns run shares."""
-    from fencecheck.clusters.cleaner import _start_time, read_records
-
     return [f"{r['name']} on {r.get('node')} (pid {r['pid']})"
             for r in read_records(run_dir / "ledger.jsonl")
             if r.get("kind") == "process" and r.get("start") is not None
@@ -251,12 +245,10 @@ def _stopped_of(lines: set[str], runs: set[str], roots: list[Path]) -> list[str]
     """Those of the stopped processes (ps lines) that belong to this test: below this process,
     in one of its runs' namespaces, recorded or marked by one of its runs, or naming one of
     its folders in their command line."""
-    from fencecheck.clusters.cleaner import ENV_MARKER
-
     mine_ns = _netns_inodes({n for n in fc_namespaces() if n.split("-")[1] in runs})
     below = _descendants()
     recorded = {int(r["pid"]) for run, ledgers in _index_ledgers().items() if run in runs
-                for path in ledgers for r in _records(path) if r.get("kind") == "process"}
+                for path in ledgers for r in read_records(path) if r.get("kind") == "process"}
     out = []
     for line in lines:
         pid = int(line.split()[0])
@@ -272,12 +264,6 @@ def _stopped_of(lines: set[str], runs: set[str], roots: list[Path]) -> list[str]
                 or any(str(root) in line for root in roots)):
             out.append(line)
     return sorted(out)
-
-
-def _records(path: Path) -> list[dict[str, Any]]:
-    from fencecheck.clusters.cleaner import read_records
-
-    return read_records(path)
 
 
 @pytest.fixture

@@ -99,7 +99,7 @@ def take_subnet(client: Any, run_id: str,
                 with contextlib.suppress(KeyError, ValueError):
                     taken.add(ipaddress.ip_network(pool["Subnet"], strict=False))
         subnets = list(SUBNET_POOL.subnets(new_prefix=24))
-        start = int(run_id, 16) % len(subnets) if run_id.isalnum() else 0
+        start = int(run_id, 36) % len(subnets)  # run ids are [0-9a-z] (check_run_id)
         for i in range(len(subnets)):
             net = subnets[(start + i) % len(subnets)]
             if any(net.overlaps(t) for t in taken):
