@@ -8,7 +8,8 @@ and writes everything as JSON.
 
     sudo .venv/bin/python benchmarks/bench_matrix.py --jobs 1,auto
     sudo .venv/bin/python benchmarks/bench_matrix.py --matrix examples/libraries.toml --rows 20 \
-        --jobs 1,auto
+        --spread --jobs 1,auto
+    sudo .venv/bin/python benchmarks/bench_matrix.py --matrix benchmarks/detection.toml --jobs 1,auto
     sudo .venv/bin/python benchmarks/bench_matrix.py --jobs 1,1     # what varies by itself
 """
 
@@ -66,7 +67,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--matrix", type=Path, default=REPO / "examples" / "nightly.toml")
     ap.add_argument("--only", action="append", default=[])
-    ap.add_argument("--rows", type=int, help="only the first N rows of the file")
+    ap.add_argument("--rows", type=int, help="only N rows of the file (the first N, or spread)")
+    ap.add_argument("--spread", action="store_true",
+                    help="with --rows: every k-th row, so the subset covers every fault")
     ap.add_argument("--jobs", default="1", help="comma-separated --jobs values, run in turn")
     ap.add_argument("--out", type=Path, default=HERE / "out" / "matrix.json")
     ap.add_argument("--keep", type=Path, help="keep the stores under this folder")
@@ -74,7 +77,9 @@ def main() -> int:
 
     only = list(args.only)
     if args.rows:
-        rows = tomllib.loads(args.matrix.read_text())["row"][: args.rows]
+        rows = tomllib.loads(args.matrix.read_text())["row"]
+        step = max(1, len(rows) // args.rows) if args.spread else 1
+        rows = rows[::step][: args.rows]
         only += [r["name"] for r in rows]
     results = []
     for i, jobs in enumerate(args.jobs.split(",")):
@@ -90,6 +95,14 @@ def main() -> int:
         print(f"[jobs {jobs}] total: {len(res['runs'])} runs, {res['met']}/{res['rows']} rows "
               f"met, wall {res['wall_s']:.1f} s ({res['wall_s'] / 60:.1f} min); "
               f"exit {res['exit_code']}", flush=True)
+        found: dict[str, list[int]] = {}
+        for r in res["runs"]:
+            tally = found.setdefault(r["row"], [0, 0])
+            tally[0] += str(r["verdict"]).lower() == "invalid"
+            tally[1] += 1
+        for row_name, (hits, n) in found.items():
+            if n > 1:
+                print(f"[jobs {jobs}] {row_name:<32} found in {hits}/{n} seeds")
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)
     first = results[0]
