@@ -9,7 +9,8 @@ and writes everything as JSON.
     sudo .venv/bin/python benchmarks/bench_matrix.py --jobs 1,auto
     sudo .venv/bin/python benchmarks/bench_matrix.py --matrix examples/libraries.toml --rows 20 \
         --spread --jobs 1,auto
-    sudo .venv/bin/python benchmarks/bench_matrix.py --matrix benchmarks/detection.toml --jobs 1,auto
+    sudo .venv/bin/python benchmarks/bench_matrix.py --matrix benchmarks/detection.toml \
+        --jobs 1,auto
     sudo .venv/bin/python benchmarks/bench_matrix.py --jobs 1,1     # what varies by itself
 """
 
