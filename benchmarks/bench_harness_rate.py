@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fencecheck.workloads.eventlog import read_log  # noqa: E402
-from fencecheck.workloads.worker import WorkerConfig  # noqa: E402
+from fencecheck.workloads.loops.worker import WorkerConfig  # noqa: E402
 
 log = logging.getLogger("bench_harness_rate")
 
@@ -93,7 +93,7 @@ def start_redis(workdir: Path) -> Iterator[str]:
 @contextlib.contextmanager
 def start_store(workdir: Path, fencing: bool) -> Iterator[str]:
     port = free_port()
-    with _serving([sys.executable, "-m", "fencecheck.workloads.store",
+    with _serving([sys.executable, "-m", "fencecheck.workloads.resources.store",
                    "--host", "127.0.0.1", "--port",
                    str(port), "--fencing", "on" if fencing else "off", "--log",
                    str(workdir / "store.log")], port) as address:
@@ -136,8 +136,8 @@ release = r.register_script(
 # fenced store through the same StoreResource, the owner-checked release.
 BARE_STORE_LOOP = _BARE.format(
     setup="""
-from fencecheck.workloads.redis_clients import ACQUIRE_LUA, RELEASE_LUA
-from fencecheck.workloads.store import StoreResource
+from fencecheck.workloads.clients.redis import ACQUIRE_LUA, RELEASE_LUA
+from fencecheck.workloads.resources.store import StoreResource
 acquire, release = r.register_script(ACQUIRE_LUA), r.register_script(RELEASE_LUA)
 store = StoreResource({"address": sys.argv[5], "op_timeout_s": 2.0})
 """,
@@ -183,7 +183,8 @@ def run_workers(workdir: Path, redis_address: str, store_address: str, *, worker
             cfg.dump(workdir / f"w{i}.json")
             configs.append(cfg)
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "fencecheck.workloads.worker", str(workdir / f"w{i}.json")],
+                [sys.executable, "-m", "fencecheck.workloads.loops.worker",
+                    str(workdir / f"w{i}.json")],
                 cwd=REPO, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         # Measure from when every worker runs: a worker's imports take seconds on a loaded
         # machine, and the bare loop, too, counts only from after its own.

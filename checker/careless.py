@@ -1,5 +1,5 @@
 """Names the careless client step behind a violation, from the evidence the careless clients
-record in their ok values (workloads/careless.py): a release's `deleted_token`, a renew's
+record in their ok values (workloads/clients/careless.py): a release's `deleted_token`, a renew's
 `extended_token` (Redis) or `lease_ttl_s` (etcd), and a refused renew followed by more work.
 
 Explanations only: nothing here decides whether a violation exists; the checks do, by their

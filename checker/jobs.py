@@ -1,7 +1,7 @@
 """The `jobs` check of the cron workload: duplicate executions, and effects applied twice.
 
 A job is executed by an ok `write` whose value carries `"job": n` (or whose key is `job:<n>`;
-workloads/cron.py documents the values). Two modes, chosen by the history itself:
+workloads/loops/cron.py documents the values). Two modes, chosen by the history itself:
 - efficiency (no job write carries `"idempotent": true`): duplicates are the cost of a lock used
   to avoid duplicate work, not a violation. details report the duplicate-execution rate: jobs
   executed more than once / jobs executed.

@@ -4,7 +4,7 @@ A run folder says which worker ran on which client node (`nodes/<node>/worker.js
 `concurrency`, `process_base`). A worker's process id is `process_base + worker + concurrency ×
 generation` (a new generation after each `info`, see `workloads.worker`), so the worker, and with
 it the node, follows from the id alone. The final read runs with `process_base` 1,000,000
-(`fencecheck.workers.FINAL_READ_PROCESS_BASE`) and is named as such. Pure: reads the run folder,
+(`fencecheck.run.workers.FINAL_READ_PROCESS_BASE`) and is named as such. Pure: reads the run folder,
 runs nothing. Here in `checker` so that the report, the CLI and results can all use it (imports
 go one way, to `checker`).
 """
@@ -22,7 +22,7 @@ from msgspec import UNSET
 from fencecheck.records import test as test_record
 from fencecheck.records.base import RecordError
 
-# Mirrors fencecheck.workers.FINAL_READ_PROCESS_BASE; checker imports nothing above it.
+# Mirrors fencecheck.run.workers.FINAL_READ_PROCESS_BASE; checker imports nothing above it.
 FINAL_READ_BASE = 1_000_000
 
 

@@ -100,7 +100,7 @@ class BackendDescriptor:
 class ResourceDescriptor:
     """What a lock protects. `spec`: the worker-side Resource "module:Class"; `starter`: the
     controller-side "module:function" that starts its server and returns the options its
-    clients get (see fencecheck.resources). `backends`/`workloads`: None means any."""
+    clients get (see fencecheck.run.resources). `backends`/`workloads`: None means any."""
 
     name: str
     spec: str
@@ -113,12 +113,13 @@ class ResourceDescriptor:
 
 @dataclass(frozen=True, slots=True)
 class FaultDescriptor:
-    """A fault: `factory` is the "module:Class" of its Fault (fencecheck.faults.base), built
+    """A fault: `factory` is the "module:Class" of its Fault (fencecheck.nemesis.faults.base), built
     with a FaultContext. `requires`: service capabilities it needs; `runtimes`: where it works;
     `waits_for_grant`: with --pause-target holder the schedule starts it only once a fresh grant
     is seen (so it lands inside a critical section). `ends_on_successor`: a start aimed at that
     fresh holder ends shortly after another worker is granted its lock and has written
-    (fencecheck/successor.py), the drawn hold being the upper bound; not with --fault-duration
+    (fencecheck/nemesis/successor.py), the drawn hold being the upper bound; not with
+    --fault-duration
     (a hold the user fixed) nor at replay (the recorded hold). `worker_env`: its Fault is a
     WorkerEnv (the workers start with the environment it gives, e.g. the clock shim)."""
 

@@ -1,7 +1,7 @@
 """Every backend, lock client and resource: the built-in descriptor modules plus what installed
-plugins register under the entry-point groups `fencecheck.backends` (a BackendDescriptor),
+plugins register under the entry-point groups `fencecheck.run.wiring` (a BackendDescriptor),
 `fencecheck.clients` (a ClientPlugin: a client and the backends it drives) and
-`fencecheck.resources` (a ResourceDescriptor); see docs/extending.md. Every table that lists
+`fencecheck.run.resources` (a ResourceDescriptor); see docs/extending.md. Every table that lists
 backends is derived from here."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
 
 # The user's own program (--client-cmd; docs/client-protocol.md) drives every backend and every
 # workload (the protocol has job locks for `cron`; shipped programs hold leader elections).
-STDIO_CLIENT = ClientDescriptor("stdio", "fencecheck.workloads.stdio_client:StdioClient",
+STDIO_CLIENT = ClientDescriptor("stdio", "fencecheck.workloads.clients.stdio:StdioClient",
                                 token="what the program replies")
 
 GROUPS = ("fencecheck.backends", "fencecheck.clients", "fencecheck.resources", "fencecheck.faults")

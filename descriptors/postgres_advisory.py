@@ -1,6 +1,6 @@
 """The `postgres-advisory` backend: session-level advisory locks on one PostgreSQL server, held
 while the session lives; the server's own session timeouts (set per session from the lease, see
-workloads/pg_advisory_client.py) are what take a lock from a holder it cannot reach."""
+workloads/clients/pg_advisory.py) are what take a lock from a holder it cannot reach."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ BACKEND = BackendDescriptor(
     summary="PostgreSQL 15 session-level advisory locks (pg_try_advisory_lock)",
     service="fencecheck.clusters.services.postgres:PostgresService",
     clients=(
-        ClientDescriptor("pg-advisory", "fencecheck.workloads.pg_advisory_client:PgAdvisoryClient",
+        ClientDescriptor("pg-advisory", "fencecheck.workloads.clients.pg_advisory:PgAdvisoryClient",
                          token=None),
         ClientDescriptor("pg-advisory-counter",
-                         "fencecheck.workloads.pg_advisory_client:PgAdvisoryCounterClient",
+                         "fencecheck.workloads.clients.pg_advisory:PgAdvisoryCounterClient",
                          token="a per-lock counter bumped in the statement that takes the lock"),
-        ClientDescriptor("shedlock-jdbc", "fencecheck.workloads.third_party:ShedLockJdbcClient",
+        ClientDescriptor("shedlock-jdbc",
+            "fencecheck.workloads.clients.third_party:ShedLockJdbcClient",
                          # built: build-clients.sh
                          token=None, workloads=frozenset({"cron"}), weight=1),
     ),

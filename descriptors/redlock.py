@@ -10,17 +10,18 @@ BACKEND = BackendDescriptor(
     summary="independent redis masters (5 by default)",
     service="fencecheck.clusters.services.redis:RedisService",
     clients=(
-        ClientDescriptor("redlock-ref", "fencecheck.workloads.redlock_clients:RedlockRefClient",
+        ClientDescriptor("redlock-ref", "fencecheck.workloads.clients.redlock:RedlockRefClient",
                          token=None),
-        ClientDescriptor("redlock", "fencecheck.workloads.redlock_clients:PotteryRedlockClient",
+        ClientDescriptor("redlock", "fencecheck.workloads.clients.redlock:PotteryRedlockClient",
                          token=None),
         # npm redlock + ioredis, a program built by scripts/build-clients.sh
-        ClientDescriptor("node-redlock", "fencecheck.workloads.third_party:NodeRedlockClient",
+        ClientDescriptor("node-redlock",
+            "fencecheck.workloads.clients.third_party:NodeRedlockClient",
                          token=None, workloads=frozenset({"lock"})),
-        ClientDescriptor("aioredlock", "fencecheck.workloads.pylib_clients:AioredlockClient",
+        ClientDescriptor("aioredlock", "fencecheck.workloads.clients.pylib:AioredlockClient",
                          token=None),
         # go-redsync (Redlock in Go), a program built by scripts/build-clients.sh
-        ClientDescriptor("go-redsync", "fencecheck.workloads.third_party:GoRedsyncClient",
+        ClientDescriptor("go-redsync", "fencecheck.workloads.clients.third_party:GoRedsyncClient",
                          token=None, workloads=frozenset({"lock"})),
     ),
     token="none",

@@ -19,14 +19,14 @@ BACKEND = BackendDescriptor(
     service="fencecheck.clusters.services.sentinel:SentinelService",
     clients=(
         ClientDescriptor("redis-sentinel",
-                         "fencecheck.workloads.sentinel_client:SentinelSetnxClient",
+                         "fencecheck.workloads.clients.sentinel:SentinelSetnxClient",
                          token="INCR on the primary (lost with the primary's unreplicated writes)"),
         # Redisson's RLock and RFencedLock through the sentinels, built by build-clients.sh
         ClientDescriptor("redisson",
-                         "fencecheck.workloads.third_party:RedissonClient",
+                         "fencecheck.workloads.clients.third_party:RedissonClient",
                          token=None, workloads=frozenset({"lock"}), weight=1),
         ClientDescriptor("redisson-fenced",
-                         "fencecheck.workloads.third_party:RedissonFencedClient",
+                         "fencecheck.workloads.clients.third_party:RedissonFencedClient",
                          token="RFencedLock's fencing token (INCR on the primary)",
                          workloads=frozenset({"lock"}), weight=1),
     ),

@@ -16,13 +16,13 @@ BACKEND = BackendDescriptor(
     summary="a ZooKeeper ensemble (3 or 5 servers)",
     service="fencecheck.clusters.services.zookeeper:ZookeeperService",
     clients=(
-        ClientDescriptor("zookeeper", "fencecheck.workloads.zk_client:ZkClient",
+        ClientDescriptor("zookeeper", "fencecheck.workloads.clients.zk:ZkClient",
                          token="the lock node's czxid"),
         ClientDescriptor("zookeeper-election",
-                         "fencecheck.workloads.leader_clients:ZkElectionClient",
+                         "fencecheck.workloads.clients.leader:ZkElectionClient",
                          token="the election node's czxid"),
         # Apache Curator's InterProcessMutex, a program built by scripts/build-clients.sh
-        ClientDescriptor("curator", "fencecheck.workloads.third_party:CuratorClient",
+        ClientDescriptor("curator", "fencecheck.workloads.clients.third_party:CuratorClient",
                          token="the lock node's czxid", workloads=frozenset({"lock"}), weight=1),
     ),
     token="czxid",

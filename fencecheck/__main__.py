@@ -1,5 +1,5 @@
 """`python -m fencecheck` is the `fencecheck` command."""
 
-from fencecheck.cli import main
+from fencecheck.cli.app import main
 
 main()

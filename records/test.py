@@ -8,7 +8,7 @@ and the writer leaves it out while it is 1: the file is the one earlier releases
 field may be absent (readers fall back to the run folder's name; replay needs only `config`),
 none may have the wrong type.
 
-`config` is the run's configuration as `RunConfig` (fencecheck.config) dumps it, with `client`,
+`config` is the run's configuration as `RunConfig` (fencecheck.run.config) dumps it, with `client`,
 `nodes` and `nemesis` as the run resolved them; `RunConfig` owns its fields and validates them
 again at replay. The fields that readers interpret (backend, client, fault, fencing ...) are
 `RunSettings`, checked on decode, so a wrong type there is an error naming the field.

@@ -203,7 +203,7 @@ def _runs(store: Path) -> list[dict[str, Any]]:
 
 
 class StoreHandler(BaseHTTPRequestHandler):
-    server: StoreServer
+    server: RunStoreServer
     server_version = "fencecheck"
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -308,7 +308,7 @@ class StoreHandler(BaseHTTPRequestHandler):
         )
 
 
-class StoreServer(ThreadingHTTPServer):
+class RunStoreServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, store: Path, address: tuple[str, int]) -> None:
@@ -335,7 +335,7 @@ def write_missing_reports(store: Path) -> list[Path]:
 
 
 def make_server(store: Path, host: str = "127.0.0.1", port: int = 0, *,
-                write_reports: bool = True) -> StoreServer:
+                write_reports: bool = True) -> RunStoreServer:
     """A server of store, bound but not yet serving (port 0: any free port; see `.url`).
     write_reports: first write the reports that runs lack. ReportError for a port out of range
     or a wildcard address (see the module's docstring)."""
@@ -345,7 +345,7 @@ def make_server(store: Path, host: str = "127.0.0.1", port: int = 0, *,
         raise ReportError(f"{store}: not a directory")
     if write_reports:
         write_missing_reports(store)
-    server = StoreServer(store, (host, port))
+    server = RunStoreServer(store, (host, port))
     if _address(str(server.server_address[0])).is_unspecified:
         server.server_close()
         raise ReportError(f"host {host}: a wildcard address is not served (requests through "

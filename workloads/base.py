@@ -80,7 +80,7 @@ class LockClient(Protocol):
 
 @runtime_checkable
 class Careless(Protocol):
-    """A client that skips some of a lock's disciplines on purpose (workloads/careless.py);
+    """A client that skips some of a lock's disciplines on purpose (workloads/clients/careless.py);
     `careless` names the skipped steps, which the worker follows too (it keeps working after a
     failed renewal only if "work-after-failed-renew" is among them)."""
 

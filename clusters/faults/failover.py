@@ -1,6 +1,6 @@
 """The Sentinel failover fault mechanism: take the current primary away (isolate it from the
 other service nodes, pause it, or kill it) so the sentinels promote a replica; give it back on
-stop. The run-level plugin is fencecheck/faults/failover.py."""
+stop. The run-level plugin is fencecheck/nemesis/faults/failover.py."""
 
 from __future__ import annotations
 

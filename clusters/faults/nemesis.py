@@ -52,7 +52,7 @@ def descendants(pid: int) -> list[int]:
 
 def process_target(name: str, pid: int) -> PauseTarget:
     """A local process (a worker: the controller's child, visible from the host's pid namespace)
-    with its whole process tree: a worker's client program (workloads/stdio_client.py) must
+    with its whole process tree: a worker's client program (workloads/clients/stdio.py) must
     freeze with it, or it would keep a paused holder's session or lease alive."""
 
     def send(sig: signal.Signals) -> None:

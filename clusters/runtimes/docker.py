@@ -19,7 +19,7 @@ Files: the run's store directory is bind-mounted into every container at the sam
 services' configs, data and logs (`<run dir>/nodes/<node>/...`) are written straight into the store
 and `put_file`/`get_file` under it are plain copies. The project and its Python are mounted
 read-only at their host paths too, so the resource server
-(`sys.executable -m fencecheck.workloads.store`)
+(`sys.executable -m fencecheck.workloads.resources.store`)
 runs in a container unchanged.
 
 Commands enter a container's namespaces with `nsenter` on its init pid rather than `docker exec`

@@ -12,7 +12,7 @@ The server listens on the node's address only (no unix socket, so nothing in /ru
 with other servers), trusts connections from `trust_cidrs` (default: the node's /24 and
 loopback), and runs with fsync off: durability across host crashes is not what is tested.
 Readiness is `pg_isready` run on the node. The table the resource uses is created by the
-resource itself (workloads/pg_resource.py), so the service knows nothing about it.
+resource itself (workloads/resources/postgres.py), so the service knows nothing about it.
 """
 
 from __future__ import annotations

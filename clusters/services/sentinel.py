@@ -40,7 +40,7 @@ from fencecheck.clusters.services.redis import Persistence, RedisService
 
 log = logging.getLogger(__name__)
 
-# Must match workloads/sentinel_client.py's default (workloads never imports clusters).
+# Must match workloads/clients/sentinel.py's default (workloads never imports clusters).
 MASTER_NAME = "fc-primary"
 
 

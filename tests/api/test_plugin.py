@@ -95,11 +95,11 @@ def test_the_plugin_is_active_in_this_suite(pytestconfig: pytest.Config) -> None
 
 
 def test_loading_the_plugin_loads_no_fencecheck_code() -> None:
-    probe = ("import sys; before = set(sys.modules); import fencecheck.pytest_plugin; "
+    probe = ("import sys; before = set(sys.modules); import fencecheck.api.pytest_plugin; "
              "print(sorted(m for m in set(sys.modules) - before if not m.startswith('_')))")
     proc = subprocess.run([sys.executable, "-c", f"import pytest; {probe}"],
                           capture_output=True, text=True, timeout=120, check=True)
-    assert proc.stdout.strip() == "['fencecheck', 'fencecheck.pytest_plugin']"
+    assert proc.stdout.strip() == "['fencecheck', 'fencecheck.api.pytest_plugin']"
 
 
 def test_fencecheck_store_must_be_given_a_folder(tmp_path: Path) -> None:

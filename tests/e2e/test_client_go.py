@@ -21,8 +21,8 @@ import pytest
 from fencecheck.checker.history import load_ops
 from fencecheck.clusters.base import ClusterError
 from fencecheck.descriptors.base import FaultDescriptor
-from fencecheck.faults.base import EnvFor, FaultContext, ScheduleView
-from fencecheck.workers import worker_env
+from fencecheck.nemesis.faults.base import EnvFor, FaultContext, ScheduleView
+from fencecheck.run.workers import worker_env
 from fencecheck.workloads.clients.build import NotBuilt, command
 from tests.conftest import at_once
 from tests.e2e.test_run_backends import DAMAGE, kinds, run

@@ -28,7 +28,7 @@ from fencecheck.checker.history import load_ops
 from fencecheck.clusters.services import kube_build
 from fencecheck.clusters.services.kube_apiserver import KubeApiserverService
 from fencecheck.workloads.base import DefiniteFailure
-from fencecheck.workloads.kube_lease_client import KubernetesPythonClient
+from fencecheck.workloads.clients.kube_lease import KubernetesPythonClient
 from tests.backends import loopback_nodes, net
 from tests.conftest import at_once, processes_matching, run_fencecheck
 from tests.e2e.test_run_backends import DAMAGE, kinds, run

@@ -1,4 +1,5 @@
-"""fencecheck.matrix and the `matrix` command: a bad row is refused before anything runs (exit 3,
+"""fencecheck.fleet.matrix and the `matrix` command: a bad row is refused before anything runs
+(exit 3,
 one line naming file, row and field); JUnit and exit codes follow the rows' expectations; and end
 to end, a tiny matrix of short redis runs on the netns runtime."""
 
@@ -14,8 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fencecheck.cli import app
-from fencecheck.matrix import (
+from fencecheck.cli.app import app
+from fencecheck.fleet.matrix import (
     MatrixError,
     MatrixOutcome,
     Row,

@@ -42,7 +42,7 @@ def test_plugins_lists_the_installed_client_and_fault(plugin: None) -> None:
     r = run_fencecheck("plugins", timeout=60)
     assert r.returncode == 0, r.stderr
     assert "fencecheck.clients: demo-setnx" in r.stdout and DIST in r.stdout
-    assert "fencecheck.faults: freeze-all" in r.stdout
+    assert "fencecheck.nemesis.faults: freeze-all" in r.stdout
     redis_line = next(x for x in r.stdout.splitlines() if x.strip().startswith("redis:"))
     assert redis_line.strip().endswith("demo-setnx")  # appended: the default stays first
 

@@ -19,13 +19,12 @@ from fencecheck.clusters.base import NemesisOp
 from fencecheck.clusters.cleaner import teardown_run
 from fencecheck.clusters.faults.partition import PartitionNemesis, side_of, side_split
 from fencecheck.clusters.runtimes.netns import NetnsRuntime
-from fencecheck.config import make_config
-from fencecheck.faults.base import AS_NAMED, MAJORITY, MINORITY, PRIMARY, FaultOptions
-from fencecheck.faults.failover import FailoverFault
-from fencecheck.faults.partition import PartitionFault
-from fencecheck.schedule import (
+from fencecheck.nemesis.faults.base import AS_NAMED, MAJORITY, MINORITY, PRIMARY, FaultOptions
+from fencecheck.nemesis.faults.failover import FailoverFault
+from fencecheck.nemesis.faults.partition import PartitionFault
+from fencecheck.nemesis.schedule import (
     HOLDER,
-    EventLog,
+    NemesisLog,
     ScheduledFault,
     ScheduleError,
     Step,
@@ -33,6 +32,7 @@ from fencecheck.schedule import (
     run_schedule,
     write_steps,
 )
+from fencecheck.run.config import make_config
 from tests.conftest import run_fencecheck
 from tests.fencecheck.fakes import Calls, FakeFault
 
@@ -133,7 +133,7 @@ def _play(tmp_path: Path, fault: PrimaryFault, name: str,
           replay: tuple[Step, ...] | None = None) -> Path:
     cfg = make_config(nemesis=("kill",), time_limit_s=0.5, nemesis_interval_s=(0.05, 0.1),
                       pause_target="random", store=tmp_path)
-    log = EventLog(tmp_path / f"{name}.jsonl", 0)
+    log = NemesisLog(tmp_path / f"{name}.jsonl", 0)
     try:
         run_schedule(cfg, random.Random(1), [], {"kill": ScheduledFault(fault, False)}, log,
                      lambda p: None, ["n1", "n2", "n3"], record=tmp_path / f"{name}.json",
@@ -222,7 +222,7 @@ def test_a_first_holder_aware_fault_comes_early_and_waits_for_the_workers(
     3 s for the workers' first grant while nothing has completed yet (they are starting)."""
     import threading
 
-    from fencecheck.workers import Worker
+    from fencecheck.run.workers import WorkerProcess
     from tests.fencecheck.fakes import FakeClientNode
 
     cfg = make_config(nemesis=("pause",), time_limit_s=4.6, nemesis_interval_s=(0.5, 1.0),
@@ -233,10 +233,11 @@ def test_a_first_holder_aware_fault_comes_early_and_waits_for_the_workers(
     timer = threading.Timer(4.0, lambda: events.write_text(json.dumps(grant) + "\n"))
     timer.start()
     fault = FakeFault("pause", Calls())
-    log = EventLog(tmp_path / "n.jsonl", 0)
+    log = NemesisLog(tmp_path / "n.jsonl", 0)
     try:
         run_schedule(cfg, random.Random(1),
-                     [Worker("c1", FakeClientNode("c1", Calls()), tmp_path / "w.json", events)],
+                     [WorkerProcess("c1", FakeClientNode("c1", Calls()), tmp_path / "w.json",
+                                    events)],
                      {"pause": ScheduledFault(fault, True)}, log, lambda p: None, ["n1"],
                      record=tmp_path / "schedule.json")
     finally:

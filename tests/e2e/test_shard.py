@@ -1,4 +1,5 @@
-"""fencecheck.shard: `matrix --shard I/N` plans cover every row × seed exactly once and balance
+"""fencecheck.fleet.shard: `matrix --shard I/N` plans cover every row × seed exactly once and
+balance
 the shards; `merge` refuses a missing, repeated or foreign shard (exit 3, one line); and end to
 end, a 3-shard run done in sequence here, merged, gives the verdicts, comparison and JUnit of the
 unsharded run."""
@@ -17,8 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fencecheck.config import RunConfig
-from fencecheck.matrix import (
+from fencecheck.fleet.matrix import (
     Matrix,
     MatrixError,
     MatrixOutcome,
@@ -27,7 +27,7 @@ from fencecheck.matrix import (
     RunRecord,
     load_matrix,
 )
-from fencecheck.shard import (
+from fencecheck.fleet.shard import (
     Shard,
     expected_s,
     merge_results,
@@ -36,6 +36,7 @@ from fencecheck.shard import (
     select,
     write_manifest,
 )
+from fencecheck.run.config import RunConfig
 from tests.conftest import at_once, run_fencecheck
 
 BACKENDS = ("redis", "redlock", "etcd", "zookeeper", "redis-sentinel")

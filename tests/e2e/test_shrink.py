@@ -1,4 +1,5 @@
-"""fencecheck.shrink: ddmin finds a 1-minimal failing subset (pure, with a predicate standing in
+"""fencecheck.nemesis.shrink: ddmin finds a 1-minimal failing subset (pure, with a predicate
+standing in
 for real reruns), a removed step's time goes to the next kept one, a spent budget keeps the best
 so far, and a run folder that cannot be shrunk is one line, exit 3."""
 
@@ -11,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fencecheck.schedule import HOLDER, Step
-from fencecheck.shrink import BudgetSpent, ddmin, subset
+from fencecheck.nemesis.schedule import HOLDER, Step
+from fencecheck.nemesis.shrink import BudgetSpent, ddmin, subset
 from tests.conftest import run_fencecheck
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fencecheck.successor import ENDED_BY_SUCCESSOR
+from fencecheck.nemesis.successor import ENDED_BY_SUCCESSOR
 from tests.conftest import run_fencecheck
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from fencecheck import backends
 from fencecheck.checker.history import load_ops
 from fencecheck.checker.jobs import check_jobs
+from fencecheck.run import wiring
 from tests.conftest import (
     fc_namespaces,
     processes_matching,
@@ -35,10 +35,10 @@ def run(store: Path, *args: str, timeout: float = 150) -> tuple[int, dict[str, A
 
 
 def election_client() -> str:
-    """The registered name once fencecheck/backends.py lists it for etcd, else module:Class."""
-    if "etcd-election" in backends.CLIENTS["etcd"]:
+    """The registered name once fencecheck/run/wiring.py lists it for etcd, else module:Class."""
+    if "etcd-election" in wiring.CLIENTS["etcd"]:
         return "etcd-election"
-    return "fencecheck.workloads.leader_clients:EtcdElectionClient"
+    return "fencecheck.workloads.clients.leader:EtcdElectionClient"
 
 
 def test_fenced_etcd_election_with_pauses_is_valid(tmp_path: Path) -> None:

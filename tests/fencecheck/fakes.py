@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from fencecheck.clusters.base import Cluster, ClusterError, CommandResult, Daemon
-from fencecheck.config import RunConfig
 from fencecheck.descriptors.base import FaultDescriptor
-from fencecheck.faults.base import EnvFor, FaultContext, FaultOptions, ScheduleView
-from fencecheck.plan import Parts
-from fencecheck.resources import ResourceStart
+from fencecheck.nemesis.faults.base import EnvFor, FaultContext, FaultOptions, ScheduleView
+from fencecheck.run.config import RunConfig
+from fencecheck.run.plan import Parts
+from fencecheck.run.resources import ResourceStart
 
 SLEEPER = "import time; time.sleep(120)"
 

@@ -3,7 +3,7 @@ and each item, Docker and SSH included, is reported with what was found."""
 
 from __future__ import annotations
 
-from fencecheck.doctor import Finding, _binary
+from fencecheck.cli.doctor import Finding, _binary
 from tests.conftest import run_fencecheck
 
 

@@ -9,8 +9,7 @@ import zipfile
 from pathlib import Path
 
 from fencecheck.clusters.services import kube_build
-from fencecheck.workloads import third_party
-from fencecheck.workloads.clients import build
+from fencecheck.workloads.clients import build, third_party
 from tests.api.test_clean_venv import _build_wheel
 
 PKG = Path(build.__file__).resolve().parents[2]  # the folder fencecheck/ links into

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from fencecheck.reports.rundata import ReportError
-from fencecheck.reports.serve import StoreServer, exposure, make_server
+from fencecheck.reports.serve import RunStoreServer, exposure, make_server
 from tests.conftest import run_fencecheck
 from tests.reports.conftest import ARTIFACTS, Browser
 
 
 @pytest.fixture
-def server(store: Path) -> Iterator[StoreServer]:
+def server(store: Path) -> Iterator[RunStoreServer]:
     srv = make_server(store)
     thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
     thread.start()
@@ -33,7 +33,7 @@ def server(store: Path) -> Iterator[StoreServer]:
         thread.join(timeout=5)
 
 
-def request(srv: StoreServer, target: str, host_header: str | None = None
+def request(srv: RunStoreServer, target: str, host_header: str | None = None
             ) -> tuple[int, dict[str, str], bytes]:
     host, port = srv.server_address[:2]
     conn = http.client.HTTPConnection(str(host), port, timeout=10)
@@ -49,17 +49,17 @@ def request(srv: StoreServer, target: str, host_header: str | None = None
         conn.close()
 
 
-def get(srv: StoreServer, target: str) -> tuple[int, str, bytes]:
+def get(srv: RunStoreServer, target: str) -> tuple[int, str, bytes]:
     status, headers, body = request(srv, target)
     return status, headers.get("Content-Type", ""), body
 
 
-def test_binds_loopback_by_default(server: StoreServer) -> None:
+def test_binds_loopback_by_default(server: RunStoreServer) -> None:
     assert server.server_address[0] == "127.0.0.1"
     assert server.url.startswith("http://127.0.0.1:")
 
 
-def test_listing_newest_first_coloured_by_verdict(server: StoreServer) -> None:
+def test_listing_newest_first_coloured_by_verdict(server: RunStoreServer) -> None:
     status, ctype, body = get(server, "/")
     assert status == 200 and ctype.startswith("text/html")
     page = body.decode()
@@ -74,7 +74,7 @@ def test_listing_newest_first_coloured_by_verdict(server: StoreServer) -> None:
     assert "<img src=x" not in page  # the planted test name is escaped here too
 
 
-def test_opens_a_report_written_on_demand_and_logs_as_text(server: StoreServer) -> None:
+def test_opens_a_report_written_on_demand_and_logs_as_text(server: RunStoreServer) -> None:
     status, ctype, body = get(server, "/redis-unfenced-pause/20261129T230000/report.html")
     assert status == 200 and ctype.startswith("text/html")
     assert b"lost-update" in body
@@ -91,7 +91,7 @@ def test_opens_a_report_written_on_demand_and_logs_as_text(server: StoreServer) 
     assert get(server, "/redis-unfenced-pause/20261129T230000/nodes")[0] == 301
 
 
-def test_only_fencecheck_pages_are_served_as_html(server: StoreServer, store: Path) -> None:
+def test_only_fencecheck_pages_are_served_as_html(server: RunStoreServer, store: Path) -> None:
     node = store / "planted" / "20261129T231000" / "nodes" / "n1"
     (node / "evil.html").write_text("<script>alert(1)</script>")
     (node / "evil.svg").write_text("<svg onload=alert(1)>")
@@ -122,7 +122,7 @@ def test_only_fencecheck_pages_are_served_as_html(server: StoreServer, store: Pa
     ],
 )
 def test_refuses_paths_outside_the_store(
-    server: StoreServer, store: Path, target: str, status: int
+    server: RunStoreServer, store: Path, target: str, status: int
 ) -> None:
     (store / "escape").symlink_to("/etc")  # a symlink pointing out of the store
     got, _, body = get(server, target)
@@ -131,7 +131,7 @@ def test_refuses_paths_outside_the_store(
 
 
 @pytest.mark.browser
-def test_viewer_in_chromium(browser: Browser, server: StoreServer) -> None:
+def test_viewer_in_chromium(browser: Browser, server: RunStoreServer) -> None:
     browser.get("about:blank")
     browser.console()
     browser.requests()
@@ -175,7 +175,7 @@ def test_a_get_writes_nothing(store: Path) -> None:
         thread.join(timeout=5)
 
 
-def test_missing_reports_are_written_when_the_server_starts(server: StoreServer,
+def test_missing_reports_are_written_when_the_server_starts(server: RunStoreServer,
                                                             store: Path) -> None:
     assert len(list(store.glob("*/2026*/report.html"))) == 3
 
@@ -185,12 +185,12 @@ def test_missing_reports_are_written_when_the_server_starts(server: StoreServer,
     [("evil.example", 400), ("evil.example:{port}", 400), ("127.0.0.1.evil.example", 400),
      ("", 400), ("localhost:{port}", 200), ("127.0.0.1:{port}", 200), ("LOCALHOST", 200)],
 )
-def test_host_header_must_be_loopback(server: StoreServer, host: str, status: int) -> None:
+def test_host_header_must_be_loopback(server: RunStoreServer, host: str, status: int) -> None:
     port = server.server_address[1]
     assert request(server, "/", host.format(port=port))[0] == status
 
 
-def test_a_report_may_run_only_its_own_scripts(server: StoreServer) -> None:
+def test_a_report_may_run_only_its_own_scripts(server: RunStoreServer) -> None:
     path = "/redis-unfenced-pause/20261129T230000/report.html"
     status, headers, body = request(server, path)
     assert status == 200
@@ -210,12 +210,12 @@ def test_a_report_may_run_only_its_own_scripts(server: StoreServer) -> None:
      "/redis-unfenced-pause/" + "b" * 1000 + "/report.html",
      "/" + "/".join(["c" * 200] * 30)],  # each name fits, the whole path is past PATH_MAX
 )
-def test_a_name_too_long_is_not_found(server: StoreServer, target: str) -> None:
+def test_a_name_too_long_is_not_found(server: RunStoreServer, target: str) -> None:
     assert get(server, target)[0] == 404
     assert get(server, "/")[0] == 200  # and the server is still there
 
 
-def test_a_named_pipe_is_refused_without_waiting(server: StoreServer, store: Path) -> None:
+def test_a_named_pipe_is_refused_without_waiting(server: RunStoreServer, store: Path) -> None:
     run = store / "planted" / "20261129T231000"
     os.mkfifo(run / "pipe.log")
     os.mkfifo(run / "nodes" / "n1" / "redis.log.fifo")
@@ -230,7 +230,7 @@ def test_a_named_pipe_is_refused_without_waiting(server: StoreServer, store: Pat
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "FOO"])
-def test_methods_other_than_get_and_head_are_405(server: StoreServer, method: str) -> None:
+def test_methods_other_than_get_and_head_are_405(server: RunStoreServer, method: str) -> None:
     host, port = server.server_address[:2]
     conn = http.client.HTTPConnection(str(host), port, timeout=10)
     try:
@@ -271,6 +271,6 @@ def test_an_address_that_is_not_loopback_is_named_in_a_warning() -> None:
     assert "only requests whose Host is 192.0.2.7, 127.0.0.1, localhost or [::1]" in text
 
 
-def test_a_foreign_host_is_told_which_hosts_are_answered(server: StoreServer) -> None:
+def test_a_foreign_host_is_told_which_hosts_are_answered(server: RunStoreServer) -> None:
     status, _, body = request(server, "/", "evil.example")
     assert status == 400 and b"only requests to 127.0.0.1, [::1], localhost" in body

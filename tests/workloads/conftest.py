@@ -112,7 +112,8 @@ def start_store(request: pytest.FixtureRequest, tmp_path: Path) -> StartServer:
     def start(fencing: bool = True) -> Server:
         port = free_port()
         log = tmp_path / f"store-{port}.log"
-        argv = [sys.executable, "-m", "fencecheck.workloads.store", "--host", "127.0.0.1", "--port",
+        argv = [sys.executable, "-m", "fencecheck.workloads.resources.store", "--host",
+            "127.0.0.1", "--port",
                 str(port), "--fencing", "on" if fencing else "off", "--log", str(log)]
         proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -1,4 +1,5 @@
-"""The careless clients (workloads/careless.py) against real servers: each careless step does
+"""The careless clients (workloads/clients/careless.py) against real servers: each careless step
+does
 what it says to *another* holder's lock, and records the evidence the checker names."""
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ import pytest
 
 from fencecheck.clusters.services.etcd import EtcdService
 from fencecheck.workloads.base import DefiniteFailure, WorkloadError
-from fencecheck.workloads.careless import CarelessEtcdClient, CarelessSetnxClient, careless_steps
-from fencecheck.workloads.redis_clients import SetnxClient
+from fencecheck.workloads.clients.careless import (
+    CarelessEtcdClient,
+    CarelessSetnxClient,
+    careless_steps,
+)
+from fencecheck.workloads.clients.redis import SetnxClient
 from tests.backends import etcd_cluster, store_dir
 from tests.workloads.conftest import Server
 

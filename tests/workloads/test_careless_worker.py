@@ -10,7 +10,7 @@ from typing import Any
 
 from fencecheck.workloads.base import DefiniteFailure, Grant
 from fencecheck.workloads.eventlog import EventLog, read_log
-from fencecheck.workloads.worker import Worker
+from fencecheck.workloads.loops.worker import Worker
 from tests.workloads.test_worker import FakeClient, FakeResource, config, ops, released, run_fake
 
 

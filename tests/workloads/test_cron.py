@@ -1,4 +1,4 @@
-"""The cron workload (workloads/cron.py) and the store's part in it: once-writes and the
+"""The cron workload (workloads/loops/cron.py) and the store's part in it: once-writes and the
 `jobs:last` record (pure), runners in-process against redis-server and the fenced store, and a
 runner that stalls past its lease between reading the record and executing: a duplicate
 execution, deduplicated by an idempotent store, refused by a fenced one."""
@@ -17,14 +17,14 @@ import pytest
 from fencecheck.checker.analyze import analyze
 from fencecheck.checker.history import load_ops
 from fencecheck.checker.jobs import check_jobs
-from fencecheck.merge import merge_logs
+from fencecheck.run.history_merge import merge_logs
 from fencecheck.workloads.base import WorkloadError
-from fencecheck.workloads.cron import CRON_LOCK, RECORD_KEY, CronWorker, job_key
 from fencecheck.workloads.eventlog import EventLog
+from fencecheck.workloads.loops.cron import CRON_LOCK, RECORD_KEY, CronWorker, job_key
+from fencecheck.workloads.loops.worker import WorkerConfig
+from fencecheck.workloads.loops.worker import main as worker_main
 from fencecheck.workloads.registry import make_client
-from fencecheck.workloads.store import StoreResource, StoreState
-from fencecheck.workloads.worker import WorkerConfig
-from fencecheck.workloads.worker import main as worker_main
+from fencecheck.workloads.resources.store import StoreResource, StoreState
 from tests.workloads.conftest import Server, StartServer
 
 

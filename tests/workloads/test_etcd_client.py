@@ -12,7 +12,7 @@ import pytest
 
 from fencecheck.clusters.services.etcd import EtcdService
 from fencecheck.workloads.base import DefiniteFailure, Indeterminate
-from fencecheck.workloads.etcd_client import EtcdClient, EtcdHandle
+from fencecheck.workloads.clients.etcd import EtcdClient, EtcdHandle
 from tests.backends import etcd_cluster, store_dir
 from tests.workloads.lockchecks import (
     acquire_error,

@@ -9,8 +9,8 @@ import pytest
 
 from fencecheck.clusters.services.etcd import EtcdService
 from fencecheck.workloads.base import DefiniteFailure, Grant, StaleToken
-from fencecheck.workloads.etcd_client import EtcdClient
-from fencecheck.workloads.etcd_resource import EtcdResource
+from fencecheck.workloads.clients.etcd import EtcdClient
+from fencecheck.workloads.resources.etcd import EtcdResource
 from tests.backends import etcd_cluster, store_dir
 
 __all__ = ["etcd_cluster", "store_dir"]

@@ -1,4 +1,4 @@
-"""The election clients (workloads/leader_clients.py) against real servers on loopback: etcd's
+"""The election clients (workloads/clients/leader.py) against real servers on loopback: etcd's
 election service, kazoo's Election on ZooKeeper, and a Redis lease. One leader at a time, terms
 that grow, and a paused leader (a real SIGSTOPped process) that is deposed and whose late action
 the fenced store refuses."""
@@ -20,13 +20,13 @@ import pytest
 from fencecheck.clusters.services.etcd import EtcdService
 from fencecheck.clusters.services.zookeeper import ZookeeperService
 from fencecheck.workloads.base import DefiniteFailure, LockClient, StaleToken
-from fencecheck.workloads.leader_clients import (
+from fencecheck.workloads.clients.leader import (
     EtcdElectionClient,
     RedisLeaseClient,
     ZkElectionClient,
 )
 from fencecheck.workloads.registry import make_client
-from fencecheck.workloads.store import StoreResource
+from fencecheck.workloads.resources.store import StoreResource
 from tests.backends import etcd, net, store_dir, zookeeper
 from tests.workloads.conftest import REPO, StartServer
 
@@ -38,7 +38,7 @@ CLIENTS = ("etcd-election", "zookeeper-election", "redis-lease")
 CANDIDATE = """
 import json, sys
 from fencecheck.workloads.registry import make_client
-from fencecheck.workloads.store import StoreResource
+from fencecheck.workloads.resources.store import StoreResource
 client = make_client(sys.argv[1], json.loads(sys.argv[2]))
 store = StoreResource({"address": sys.argv[3], "op_timeout_s": 2.0})
 lease_ms = int(sys.argv[4])

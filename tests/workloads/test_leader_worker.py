@@ -1,4 +1,4 @@
-"""LeaderWorker (workloads/leader_clients.py) in-process against redis-server and the fenced
+"""LeaderWorker (workloads/clients/leader.py) in-process against redis-server and the fenced
 store: two candidates for a few seconds; the history has the leader workload's shape (campaigns
 of "leader", renewals within a tenure, actions stamped with the term) and passes the lock checks.
 """
@@ -13,13 +13,13 @@ import pytest
 
 from fencecheck.checker.analyze import analyze
 from fencecheck.checker.history import load_ops
-from fencecheck.merge import merge_logs
+from fencecheck.run.history_merge import merge_logs
 from fencecheck.workloads.base import WorkloadError
+from fencecheck.workloads.clients.leader import LEADER_LOCK, LeaderWorker
 from fencecheck.workloads.eventlog import EventLog
-from fencecheck.workloads.leader_clients import LEADER_LOCK, LeaderWorker
+from fencecheck.workloads.loops.worker import WorkerConfig
 from fencecheck.workloads.registry import make_client
-from fencecheck.workloads.store import StoreResource
-from fencecheck.workloads.worker import WorkerConfig
+from fencecheck.workloads.resources.store import StoreResource
 from tests.workloads.conftest import StartServer
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from fencecheck.clusters.services.postgres import PostgresService
 from fencecheck.workloads.base import DefiniteFailure, StaleToken
-from fencecheck.workloads.pg_resource import TABLE, PgResource
+from fencecheck.workloads.resources.postgres import TABLE, PgResource
 from tests.backends import pg_server, store_dir
 
 __all__ = ["pg_server", "store_dir"]

@@ -1,5 +1,5 @@
-"""The PostgreSQL advisory-lock clients (workloads/pg_advisory_client.py) and the Python lock
-libraries (workloads/pylib_clients.py) against real servers: they exclude each other, their
+"""The PostgreSQL advisory-lock clients (workloads/clients/pg_advisory.py) and the Python lock
+libraries (workloads/clients/pylib.py) against real servers: they exclude each other, their
 renewers keep a lock past its expiry, a refusal is definite, and the server's own session
 timeouts are what ends an advisory lock."""
 
@@ -17,13 +17,13 @@ from fencecheck.clusters.faults.partition import client_isolate
 from fencecheck.clusters.services.etcd import EtcdService
 from fencecheck.clusters.services.postgres import PostgresService
 from fencecheck.workloads.base import DefiniteFailure, LockClient
-from fencecheck.workloads.pg_advisory_client import (
+from fencecheck.workloads.clients.pg_advisory import (
     PgAdvisoryClient,
     PgAdvisoryCounterClient,
     lock_key,
     session_settings,
 )
-from fencecheck.workloads.pylib_clients import (
+from fencecheck.workloads.clients.pylib import (
     AioredlockClient,
     Etcd3Client,
     PythonRedisLockClient,

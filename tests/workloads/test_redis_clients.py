@@ -1,4 +1,4 @@
-"""Tests of workloads/redis_clients.py against a real redis-server on 127.0.0.1."""
+"""Tests of workloads/clients/redis.py against a real redis-server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, LockClient
-from fencecheck.workloads.redis_clients import RedisPyClient, SetnxClient
+from fencecheck.workloads.clients.redis import RedisPyClient, SetnxClient
 from tests.workloads.conftest import Server, StartServer, free_port
 
 KINDS = [SetnxClient, RedisPyClient]

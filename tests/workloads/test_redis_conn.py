@@ -1,4 +1,4 @@
-"""`RedisConn.execute` (workloads/redis_clients.py), the connection redis-setnx sends on, against a
+"""`RedisConn.execute` (workloads/clients/redis.py), the connection redis-setnx sends on, against a
 real redis-server: a connection the server closed between two operations is made again before
 the next command goes out, so that operation is answered instead of recorded as unknown."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from fencecheck.workloads.redis_clients import SetnxClient
+from fencecheck.workloads.clients.redis import SetnxClient
 from tests.workloads.conftest import Server
 
 

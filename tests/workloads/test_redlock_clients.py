@@ -1,4 +1,4 @@
-"""Tests of workloads/redlock_clients.py against five real redis-server masters on loopback
+"""Tests of workloads/clients/redlock.py against five real redis-server masters on loopback
 addresses: quorum, refusal without it, the validity check (including a worker SIGSTOPped between
 its node requests), renew and release, for both the reference client and pottery's Redlock."""
 
@@ -22,7 +22,7 @@ from redis.retry import Retry
 from fencecheck.clusters.faults.clock import ClockControl
 from fencecheck.clusters.services.redis import RedisService
 from fencecheck.workloads.base import DefiniteFailure, Grant, LockClient
-from fencecheck.workloads.redlock_clients import PotteryRedlockClient, RedlockRefClient, RefHandle
+from fencecheck.workloads.clients.redlock import PotteryRedlockClient, RedlockRefClient, RefHandle
 from tests.servers import clock_control, random_loopback_nodes, redis_service
 
 
@@ -128,7 +128,7 @@ def test_ref_validity_check_throws_away_a_slow_acquisition(masters: RedisService
 _PAUSED_WORKER = """
 import json, os, signal, sys
 from fencecheck.workloads.base import DefiniteFailure
-from fencecheck.workloads.redlock_clients import RedlockRefClient
+from fencecheck.workloads.clients.redlock import RedlockRefClient
 
 def hook(i):
     if i == 2:

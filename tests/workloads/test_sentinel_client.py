@@ -1,4 +1,4 @@
-"""Tests of workloads/sentinel_client.py against a real SentinelService on loopback addresses:
+"""Tests of workloads/clients/sentinel.py against a real SentinelService on loopback addresses:
 redis-setnx semantics on the primary, following the primary through a failover, and the
 definite refusal when no sentinel can name a primary."""
 
@@ -14,7 +14,7 @@ from fencecheck.clusters.base import NemesisOp
 from fencecheck.clusters.faults.failover import FailoverNemesis
 from fencecheck.clusters.services.sentinel import MASTER_NAME, SentinelService
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
-from fencecheck.workloads.sentinel_client import DEFAULT_SERVICE_NAME, SentinelSetnxClient
+from fencecheck.workloads.clients.sentinel import DEFAULT_SERVICE_NAME, SentinelSetnxClient
 from tests import servers
 from tests.workloads.lockchecks import acquire_error
 

@@ -23,7 +23,7 @@ import pytest
 
 from fencecheck.workloads.base import DefiniteFailure, Indeterminate
 from fencecheck.workloads.clients.build import NotBuilt, command
-from fencecheck.workloads.stdio_client import StdioClient
+from fencecheck.workloads.clients.stdio import StdioClient
 from tests.conftest import REPO, at_once, fc_namespaces, processes_matching, run_fencecheck
 from tests.workloads.conftest import Server
 
@@ -230,8 +230,8 @@ def test_a_run_with_a_misbehaving_program_is_checked_and_torn_down(tmp_path: Pat
 
 
 def test_client_cmd_is_the_stdio_client_in_runs_and_matrix_rows(tmp_path: Path) -> None:
-    from fencecheck.config import ConfigError, make_config
-    from fencecheck.matrix import load_matrix
+    from fencecheck.fleet.matrix import load_matrix
+    from fencecheck.run.config import ConfigError, make_config
 
     cfg = make_config(backend="etcd", client_cmd="node my-lock.js", store=tmp_path / "s")
     assert cfg.client_name == "stdio" and cfg.client_options["cmd"] == "node my-lock.js"
@@ -264,7 +264,7 @@ def _stopped(pid: int, want: bool) -> bool:
 SLEEPER = "import time\nwhile True:\n    time.sleep(0.05)\n"
 HOLDER = '''
 import sys, time
-from fencecheck.workloads.stdio_client import StdioClient
+from fencecheck.workloads.clients.stdio import StdioClient
 c = StdioClient({"cmd": [sys.executable, sys.argv[1]], "endpoints": ["127.0.0.1:1"]})
 assert c.program is not None
 print(c.program.proc.pid, flush=True)

@@ -1,4 +1,5 @@
-"""Tests of workloads/store.py: the fence rules (pure), and the real server with StoreResource."""
+"""Tests of workloads/resources/store.py: the fence rules (pure), and the real server with
+StoreResource."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 from fencecheck.workloads.base import DefiniteFailure, Indeterminate, StaleToken
-from fencecheck.workloads.store import StoreResource, StoreState
+from fencecheck.workloads.resources.store import StoreResource, StoreState
 from tests.workloads.conftest import StartServer, free_port
 
 

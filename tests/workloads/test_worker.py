@@ -1,4 +1,4 @@
-"""Tests of workloads/worker.py: the config, the loop's rules (with scripted fakes), and real
+"""Tests of workloads/loops/worker.py: the config, the loop's rules (with scripted fakes), and real
 worker processes against redis-server and the fenced store (log shape, SIGTERM, SIGSTOP)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from fencecheck.workloads.base import (
     WorkloadError,
 )
 from fencecheck.workloads.eventlog import EventLog, read_log
-from fencecheck.workloads.worker import Worker, WorkerConfig
+from fencecheck.workloads.loops.worker import Worker, WorkerConfig
 from tests.workloads.conftest import REPO, Server, StartServer
 
 INVOKE_KEYS = {
@@ -245,7 +245,8 @@ def spawn(cfg: WorkerConfig, procs: list[subprocess.Popen[bytes]], *args: str,
     cfg.dump(path)
     err = open(Path(cfg.log).with_suffix(".stderr"), "wb")  # noqa: SIM115
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "fencecheck.workloads.worker", str(path),
+        proc = subprocess.Popen([sys.executable, "-m", "fencecheck.workloads.loops.worker",
+            str(path),
                                  *args],
                                 cwd=REPO, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
     finally:
@@ -399,7 +400,8 @@ def test_a_bad_config_exits_3_with_one_clear_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     data = {**config(tmp_path).to_json(), "client": "no-such-client"}
     bad.write_text(json.dumps(data))
-    proc = subprocess.run([sys.executable, "-m", "fencecheck.workloads.worker", str(bad)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "fencecheck.workloads.loops.worker", str(bad)],
+        cwd=REPO,
                           capture_output=True, timeout=30)
     assert proc.returncode == 3
     assert b"unknown client 'no-such-client'" in proc.stderr and b"Traceback" not in proc.stderr

@@ -15,7 +15,7 @@ import pytest
 
 from fencecheck.clusters.services.zookeeper import ZookeeperService
 from fencecheck.workloads.base import DefiniteFailure
-from fencecheck.workloads.zk_client import ZkClient, ZkHandle
+from fencecheck.workloads.clients.zk import ZkClient, ZkHandle
 from tests.backends import store_dir, zk_cluster
 from tests.conftest import REPO
 from tests.workloads.lockchecks import (
@@ -30,7 +30,7 @@ __all__ = ["store_dir", "zk_cluster"]
 # A lock holder in its own process, so SIGSTOP pauses it (and kazoo's pings) like a GC pause.
 HOLDER = """
 import json, sys
-from fencecheck.workloads.zk_client import ZkClient
+from fencecheck.workloads.clients.zk import ZkClient
 c = ZkClient({"endpoints": sys.argv[1].split(","), "op_timeout_s": 1.0})
 g = c.acquire(sys.argv[2], int(sys.argv[3]), 5.0)
 print(json.dumps({"token": g.token}), flush=True)

@@ -105,7 +105,7 @@ BUILDS: dict[str, ClientBuild] = {b.name: b for b in (
                    "-cp", f"{d / 'classes'}:{JAVA_CLASSPATH}", "CuratorClient"],
         "javac v2 " + JAVA_CLASSPATH, (JAVA_STDIO,)),
     _go("etcd-go", "go", "etcd-client"),
-    # issue 19: Go and JVM lock libraries (workloads/third_party.py)
+    # issue 19: Go and JVM lock libraries (workloads/clients/third_party.py)
     _go("go-redsync", "go/redsync", "redsync-client"),
     _go("etcd-go-election", "go/election", "etcd-election"),
     _go("client-go", "go/client-go", "client-go-lease"),

@@ -9,7 +9,7 @@ import signal
 from typing import Any
 
 from fencecheck.descriptors.base import FaultDescriptor
-from fencecheck.faults.base import FaultContext, FaultOptions, ScheduleView
+from fencecheck.nemesis.faults.base import FaultContext, FaultOptions, ScheduleView
 
 DESCRIPTOR = FaultDescriptor(
     name="freeze-all",

@@ -17,7 +17,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from fencecheck.cli import app
+from fencecheck.cli.app import app
 from tests.conftest import REPO
 
 DATA = REPO / "tests" / "data"

@@ -121,11 +121,11 @@ def test_schema_prints_the_shipped_schema(name: str) -> None:
 
 
 def test_check_imports_nothing_it_does_not_use() -> None:
-    heavy = ("jinja2", "pydantic", "plotly", "pandas", "fencecheck.backends",
-             "fencecheck.matrix", "fencecheck.reports.html", "fencecheck.clusters.base")
+    heavy = ("jinja2", "pydantic", "plotly", "pandas", "fencecheck.run.wiring",
+             "fencecheck.fleet.matrix", "fencecheck.reports.html", "fencecheck.clusters.base")
     code = (
         "import sys\n"
-        "from fencecheck.cli import main\n"
+        "from fencecheck.cli.app import main\n"
         f"sys.argv = ['fencecheck', 'check', {str(DATA / 'histories' / 'double-grant.jsonl')!r}]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         f"print([m for m in {heavy!r} if m in sys.modules])\n"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.config import ConfigError, make_config
+from fencecheck.run.config import ConfigError, make_config
 from tests.conftest import run_fencecheck
 
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from fencecheck import backends
 from fencecheck.clusters.base import Killable, Pausable
 from fencecheck.descriptors import catalog
 from fencecheck.descriptors.base import KILL, PAUSE
-from fencecheck.faults.registry import faults
+from fencecheck.nemesis.faults.registry import faults
+from fencecheck.run import wiring
 from fencecheck.workloads import registry
 from tests.conftest import REPO
 
@@ -45,8 +45,8 @@ def test_a_backend_descriptor_names_real_classes_and_tells_their_capabilities(b:
 
 
 def test_tables_are_derived_from_the_descriptors() -> None:
-    assert list(backends.SERVICES) == [b.name for b in BACKENDS]
-    assert backends.CLIENTS["redis"][0] == "redis-setnx"  # the default first
+    assert list(wiring.SERVICES) == [b.name for b in BACKENDS]
+    assert wiring.CLIENTS["redis"][0] == "redis-setnx"  # the default first
     assert registry.CLIENTS["zookeeper-election"].endswith(":ZkElectionClient")
     assert set(registry.RESOURCES) == {"store", "postgres", "etcd"}
 
@@ -92,8 +92,8 @@ def test_a_new_descriptor_module_is_found_without_editing_a_list(
 ])
 def test_a_client_is_refused_for_a_workload_its_descriptor_does_not_list(
         tmp_path: Path, backend: str, client: str, workload: str) -> None:
-    from fencecheck.config import ConfigError, make_config
+    from fencecheck.run.config import ConfigError, make_config
 
     cfg = make_config(backend=backend, client=client, workload=workload, store=tmp_path)
     with pytest.raises(ConfigError, match=f"drives the .* workload, not --workload {workload}"):
-        backends.check_compatible(cfg)
+        wiring.check_compatible(cfg)

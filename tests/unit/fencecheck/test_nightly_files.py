@@ -16,7 +16,7 @@ import pytest
 import typer
 import yaml
 
-from fencecheck.cli import app
+from fencecheck.cli.app import app
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "examples"

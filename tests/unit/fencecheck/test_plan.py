@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck import controller
 from fencecheck.clusters.base import ClusterError
-from fencecheck.config import ConfigError, make_config
-from fencecheck.plan import make_plan
-from fencecheck.schedule import EventLog, ScheduledFault, run_schedule
-from fencecheck.workers import Worker
+from fencecheck.nemesis.schedule import NemesisLog, ScheduledFault, run_schedule
+from fencecheck.run import controller
+from fencecheck.run.config import ConfigError, make_config
+from fencecheck.run.plan import make_plan
+from fencecheck.run.workers import WorkerProcess
 from tests.fencecheck.fakes import Calls, FakeClientNode, FakeFault, fake_parts
 
 
@@ -58,9 +58,10 @@ def _schedule(tmp_path: Path, seed: int, waits: bool = False) -> list[dict[str, 
     for name in ("c1", "c2"):
         events = tmp_path / f"{name}.jsonl"
         events.touch()
-        workers.append(Worker(name, FakeClientNode(name, calls), tmp_path / "w.json", events))
+        workers.append(WorkerProcess(name, FakeClientNode(name, calls), tmp_path / "w.json",
+                                     events))
     faults = {n: ScheduledFault(FakeFault(n, calls), waits) for n in ("pause", "kill")}
-    log = EventLog(tmp_path / f"nemesis-{seed}.jsonl", 0)
+    log = NemesisLog(tmp_path / f"nemesis-{seed}.jsonl", 0)
     try:
         run_schedule(cfg, random.Random(seed), workers, faults, log, lambda p: None,
                      ["n1", "n2", "n3"])
@@ -99,10 +100,11 @@ def test_a_holder_aware_fault_starts_on_a_fresh_grant_only_if_it_waits(tmp_path:
     timer = threading.Timer(0.4, lambda: events.write_text(json.dumps(grant) + "\n"))
     timer.start()
     fault = FakeFault("pause", Calls())
-    log = EventLog(tmp_path / "n.jsonl", 0)
+    log = NemesisLog(tmp_path / "n.jsonl", 0)
     try:
         run_schedule(cfg, random.Random(1),
-                     [Worker("c1", FakeClientNode("c1", Calls()), tmp_path / "w.json", events)],
+                     [WorkerProcess("c1", FakeClientNode("c1", Calls()), tmp_path / "w.json",
+                                    events)],
                      {"pause": ScheduledFault(fault, waits)}, log, lambda p: None, ["n1"])
     finally:
         timer.cancel()

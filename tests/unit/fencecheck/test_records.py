@@ -9,18 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.config import make_config
-from fencecheck.schedule import EventLog as NemesisLog
-from fencecheck.workers import Worker, worker_config, write_worker_config
+from fencecheck.nemesis.schedule import NemesisLog
+from fencecheck.run.config import make_config
+from fencecheck.run.workers import WorkerProcess, worker_config, write_worker_config
 from fencecheck.workloads.base import WorkloadError
 from fencecheck.workloads.eventlog import Event, EventLog, read_log
-from fencecheck.workloads.worker import WorkerConfig
+from fencecheck.workloads.loops.worker import WorkerConfig
 from tests.fencecheck.fakes import Calls, FakeClientNode
 
 
 def test_the_controllers_worker_config_is_what_the_worker_loads(tmp_path: Path) -> None:
     cfg = make_config(workload="cron", idempotent=True, locks=2, fencing=True, store=tmp_path)
-    w = Worker("c1", FakeClientNode("c1", Calls()), tmp_path / "w.json", tmp_path / "e.jsonl")
+    w = WorkerProcess("c1", FakeClientNode("c1", Calls()), tmp_path / "w.json",
+                      tmp_path / "e.jsonl")
     written = worker_config(cfg, 0, w, {"endpoints": ["h:1"]}, {"fencing": True}, 42)
     write_worker_config(written, w.config)
     loaded = WorkerConfig.load(w.config)

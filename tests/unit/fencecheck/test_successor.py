@@ -1,4 +1,5 @@
-"""A holder pause ends once its successor has written (fencecheck/successor.py): the rule on its
+"""A holder pause ends once its successor has written (fencecheck/nemesis/successor.py): the rule
+on its
 own, then the schedule driving a fake pause over event logs written by the test (no servers),
 what schedule.json and the stop's completion record, a fixed --fault-duration played out, and a
 replay that plays the recorded hold instead of watching again. Runs in about 4 s."""
@@ -13,12 +14,19 @@ from typing import Any
 
 import pytest
 
-from fencecheck.config import make_config
-from fencecheck.faults.base import ScheduleView
-from fencecheck.schedule import HOLDER, EventLog, ScheduledFault, Step, load_steps, run_schedule
-from fencecheck.successor import ENDED_BY_SUCCESSOR, SuccessorWatch
-from fencecheck.tail import Holding
-from fencecheck.workers import Worker
+from fencecheck.nemesis.faults.base import ScheduleView
+from fencecheck.nemesis.schedule import (
+    HOLDER,
+    NemesisLog,
+    ScheduledFault,
+    Step,
+    load_steps,
+    run_schedule,
+)
+from fencecheck.nemesis.successor import ENDED_BY_SUCCESSOR, SuccessorWatch
+from fencecheck.run.config import make_config
+from fencecheck.run.tail import Holding
+from fencecheck.run.workers import WorkerProcess
 from tests.fencecheck.fakes import Calls, FakeClientNode, FakeFault
 
 PAUSED = Holding("c1", "l", since_ns=100, seen_at=10.0)
@@ -77,8 +85,9 @@ def _run(tmp_path: Path, name: str, successor_at: float, fixed: bool = False,
     ]
     for t in timers:
         t.start()
-    workers = [Worker(w, FakeClientNode(w, Calls()), d / "w.json", p) for w, p in logs.items()]
-    log = EventLog(d / "nemesis.jsonl", 0)
+    workers = [WorkerProcess(w, FakeClientNode(w, Calls()), d / "w.json", p)
+               for w, p in logs.items()]
+    log = NemesisLog(d / "nemesis.jsonl", 0)
     try:
         run_schedule(cfg, random.Random(1), workers,
                      {"pause": ScheduledFault(LongPause("pause", Calls()), True, True)}, log,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck import controller
-from fencecheck.config import make_config
+from fencecheck.run import controller
+from fencecheck.run.config import make_config
 from tests.conftest import REPO
 from tests.fencecheck.fakes import Calls, fake_parts
 

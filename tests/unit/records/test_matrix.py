@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.matrix import MatrixOutcome, Row, RowResult, RunRecord, write_matrix_json
+from fencecheck.fleet.matrix import MatrixOutcome, Row, RowResult, RunRecord, write_matrix_json
 from fencecheck.records import matrix as matrix_record
 from fencecheck.records.base import RecordError
 from fencecheck.records.matrix import MatrixRecord

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from msgspec import UNSET
 
+from fencecheck.nemesis.replay import replay_config
 from fencecheck.records import test as test_record
 from fencecheck.records.base import RecordError
 from fencecheck.records.test import TEST_FORMAT, RunSettings, TestRecord
-from fencecheck.replay import replay_config
 from tests.conftest import run_fencecheck
 from tests.unit.records.conftest import RUNS
 
@@ -84,6 +84,6 @@ def test_replay_of_a_test_json_with_a_bad_field_is_exit_3(tmp_path: Path) -> Non
 
 
 def test_the_settings_readers_interpret_are_fields_of_run_config() -> None:
-    from fencecheck.config import RunConfig
+    from fencecheck.run.config import RunConfig
 
     assert set(RunSettings.__struct_fields__) <= set(RunConfig.model_fields)

@@ -1,4 +1,4 @@
-"""fencecheck.cmd_reports: the report, compare and serve commands (a Typer app of their own, so
+"""fencecheck.cli.reports: the report, compare and serve commands (a Typer app of their own, so
 the tests do not depend on how the main CLI wires them)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from fencecheck.cmd_reports import register
+from fencecheck.cli.reports import register
 from fencecheck.reports.junit import MAX_CHARS, MAX_LINES, Case, failure_text
 from tests.reports.conftest import copy_run
 
@@ -67,7 +67,7 @@ def test_compare_expectations_make_an_expected_finding_pass_in_junit(
 
 
 def test_check_junit_for_a_run_folder_and_a_bare_history(app: typer.Typer, tmp_path: Path) -> None:
-    from fencecheck.cli import app as cli
+    from fencecheck.cli.app import app as cli
 
     d = copy_run("violations", tmp_path / "run")
     for source, xml in ((d, tmp_path / "run.xml"), (d / "history.jsonl", tmp_path / "h.xml")):

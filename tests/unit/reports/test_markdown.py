@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fencecheck.descriptors.catalog import backends
-from fencecheck.matrix import load_matrix
+from fencecheck.fleet.matrix import load_matrix
 from fencecheck.reports.markdown import LIBRARIES, lines, main, render
 from tests.conftest import REPO
 

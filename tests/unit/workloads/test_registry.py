@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fencecheck.workloads.base import WorkloadError
-from fencecheck.workloads.redis_clients import RedisPyClient, SetnxClient
+from fencecheck.workloads.clients.redis import RedisPyClient, SetnxClient
 from fencecheck.workloads.registry import CLIENTS, RESOURCES, load_class, make_client, make_resource
-from fencecheck.workloads.store import StoreResource
+from fencecheck.workloads.resources.store import StoreResource
 
 OPTS = {"endpoints": ["127.0.0.1:1"], "op_timeout_s": 0.5}
 
@@ -24,7 +24,7 @@ def test_every_registered_name_imports() -> None:
 
 
 def test_plugin_name() -> None:
-    client = make_client("fencecheck.workloads.redis_clients:SetnxClient", OPTS)
+    client = make_client("fencecheck.workloads.clients.redis:SetnxClient", OPTS)
     assert isinstance(client, SetnxClient)
 
 
@@ -40,8 +40,8 @@ def test_unknown_name_lists_known_names() -> None:
     ("spec", "match"),
     [
         ("no_such_module_fc:X", "cannot import"),
-        ("fencecheck.workloads.store:NoSuchClass", "has no"),
-        ("fencecheck.workloads.store:log", "not a class"),
+        ("fencecheck.workloads.resources.store:NoSuchClass", "has no"),
+        ("fencecheck.workloads.resources.store:log", "not a class"),
         (":X", "module:Class"),
     ],
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fencecheck.workloads.base import WorkloadError
-from fencecheck.workloads.etcd_resource import fencing_option
+from fencecheck.workloads.resources.etcd import fencing_option
 
 
 @pytest.mark.parametrize(("options", "expected"), [

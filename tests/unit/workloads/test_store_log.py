@@ -1,4 +1,5 @@
-"""The fenced store's request log (workloads/store.py): one JSON line per request, holding the
+"""The fenced store's request log (workloads/resources/store.py): one JSON line per request,
+holding the
 request as received and the reply as sent, whatever spacing the request came with."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import io
 import json
 
-from fencecheck.workloads.store import StoreServer, StoreState
+from fencecheck.workloads.resources.store import StoreServer, StoreState
 
 
 def test_each_request_is_logged_as_one_json_line_with_its_reply() -> None:

@@ -1,0 +1,416 @@
+"""The nemesis schedule of a run: seeded gaps and holds, holder-aware timing (a fault waits for a
+fresh grant so that it lands inside a critical section), fault targets, and the log of every
+nemesis op in the workers' event format.
+
+The schedule is also data: every run writes `schedule.json` (each step's gap before it, whether
+it waited for a fresh grant, fault, hold, and target by role), and a run given such a file
+(`replay`) plays exactly those steps instead of drawing them. A target's role is "holder" when
+the step aimed at the worker that got the fresh grant it waited for (a pause of the holder, a
+partition around it): at replay the fault's targets are drawn again from the view of that
+moment, so they aim at the holder then. "primary", "minority" and "majority" are roles a fault
+resolves itself when it starts (`RoleTargets`: a failover takes whichever node is primary then;
+a partition cuts off a minority with, or without, the primary of that moment), so the recorded
+value carries the role, not the nodes, and a replay against a cluster whose primary moved still
+hits the primary. Any other step's targets are "as named" (nodes n1 and n3 killed, worker c3
+paused, a ring partition's grudge): the same names exist in every run of the same
+configuration, so they are replayed as recorded.
+
+A holder pause ends early once its successor has written (fencecheck/nemesis/successor.py; a fault's
+descriptor declares `ends_on_successor`): the step then records the hold it actually had as
+`hold_s` and the hold drawn for it as `drawn_hold_s` (absent where the drawn hold was played out;
+older files have none), and the `stop-` op's completion says why it ended. A replay plays the
+recorded holds as they are, never adaptively.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import IO, Any
+
+from fencecheck.nemesis.faults.base import AS_NAMED as AS_NAMED  # re-exported: roles of a Step
+from fencecheck.nemesis.faults.base import HOLDER as HOLDER
+from fencecheck.nemesis.faults.base import ROLES, Fault, RoleTargets, ScheduleView
+from fencecheck.nemesis.successor import ENDED_BY_SUCCESSOR, SETTLE_S, SuccessorWatch
+from fencecheck.run.config import ConfigError, RunConfig
+from fencecheck.run.progress import Progress, ProgressFn
+from fencecheck.run.signals import Interrupted
+from fencecheck.run.tail import LogTailer
+from fencecheck.run.workers import WorkerProcess
+from fencecheck.workloads.eventlog import Event, EventType
+
+log = logging.getLogger(__name__)
+
+
+class NemesisLog:
+    """The controller's own JSONL log of nemesis ops, in the workers' format."""
+
+    def __init__(self, path: Path, t0_ns: int) -> None:
+        self.t0_ns = t0_ns
+        self.fh: IO[str] = open(path, "a")  # noqa: SIM115 (closed by close())
+
+    def write(self, typ: EventType, f: str, value: Any, error: str | None = None) -> None:
+        ev = Event(time.monotonic_ns() - self.t0_ns, "nemesis", typ, f, value, error)
+        self.fh.write(json.dumps(ev.to_json(), separators=(",", ":"), default=str) + "\n")
+        self.fh.flush()
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledFault:
+    """A fault as the schedule drives it: `waits_for_grant` and `ends_on_successor` come from
+    its descriptor."""
+
+    fault: Fault
+    waits_for_grant: bool = True
+    ends_on_successor: bool = False
+
+
+SCHEDULE_FORMAT = 1
+STARTUP_WAIT_S = 15.0  # how long a first holder-aware fault waits for the workers to start
+# How long the time limit may wait for every worker's first event. The limit is the workload's
+# time: on a loaded machine (a parallel test suite, a matrix with --jobs) five Python workers
+# can take longer to import and connect than a short run lasts, which left 5 s runs with no
+# acquire completed at all (UNKNOWN) when they were timed from spawn.
+WORKERS_READY_S = 60.0
+
+
+class ScheduleError(ConfigError):
+    """A recorded schedule that cannot be replayed (one line; the CLI exits 3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One fault of a schedule: `gap_s` after the previous fault stopped (or the run started),
+    `fault` starts, on targets by `role` (`value`: what they were when recorded), for `hold_s`
+    (`drawn_hold_s`: the hold drawn for it, where it ended early when its successor was seen)."""
+
+    gap_s: float
+    fault: str
+    hold_s: float
+    role: str
+    value: Any = None
+    waited: bool = False  # started only once a fresh grant came (or 3 s passed)
+    drawn_hold_s: float | None = None
+
+
+def _step_json(step: Step) -> dict[str, Any]:
+    d = asdict(step)
+    if d["drawn_hold_s"] is None:
+        del d["drawn_hold_s"]  # the hold played was the one drawn
+    return d
+
+
+def write_steps(path: Path, steps: Sequence[Step]) -> None:
+    data = {"format": SCHEDULE_FORMAT, "steps": [_step_json(s) for s in steps]}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.replace(path)  # a run killed mid-write leaves the previous complete schedule
+
+
+def load_steps(path: Path, faults: Sequence[str] | None = None) -> tuple[Step, ...]:
+    """A recorded schedule; `faults`, if given, the faults this run has (a step of another is
+    refused: the configuration differs)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != SCHEDULE_FORMAT:
+            raise ValueError(f"not a schedule of format {SCHEDULE_FORMAT}")
+        steps = tuple(Step(float(s["gap_s"]), str(s["fault"]), float(s["hold_s"]),
+                           str(s["role"]), s.get("value"), bool(s.get("waited", False)),
+                           None if s.get("drawn_hold_s") is None else float(s["drawn_hold_s"]))
+                      for s in data["steps"])
+    except OSError as e:
+        raise ScheduleError(f"{path}: cannot read: {e.strerror or e}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ScheduleError(f"{path}: not a fault schedule: {e}") from None
+    for i, st in enumerate(steps, start=1):
+        if faults is not None and st.fault not in faults:
+            raise ScheduleError(f"{path}: step {i}: fault {st.fault!r} is not one of this "
+                                f"run's ({', '.join(faults) or 'none'})")
+        if (st.role not in ROLES or st.gap_s < 0 or st.hold_s < 0
+                or (st.drawn_hold_s is not None and st.drawn_hold_s < 0)):
+            raise ScheduleError(f"{path}: step {i}: bad role or negative time")
+    return steps
+
+
+class _Schedule:
+    """The seeded fault schedule: wait, start one fault, hold it, stop it, repeat."""
+
+    def __init__(self, cfg: RunConfig, rng: random.Random,
+                 faults: dict[str, ScheduledFault]) -> None:
+        self.cfg = cfg
+        self.rng = rng
+        self.table = faults
+        self.faults = list(cfg.faults)
+
+    def gap(self) -> float:
+        lo, hi = self.cfg.nemesis_interval_s
+        return self.rng.uniform(lo, hi)
+
+    def first_gap(self) -> float:
+        """Before the first fault: when every fault waits for a fresh grant, less than the
+        shortest gap (no earlier fault to recover from, and the wait itself lets the workers
+        start); else a gap like any other."""
+        if all(self.waits(f) for f in self.faults):
+            return self.rng.uniform(0.0, self.cfg.nemesis_interval_s[0])
+        return self.gap()
+
+    def hold(self, fault: str) -> float:
+        if self.cfg.fault_duration_s is not None:
+            lo, hi = self.cfg.fault_duration_s
+        else:
+            lo, hi = self.table[fault].fault.hold_range_s()
+        return self.rng.uniform(lo, hi)
+
+    def pick(self) -> str:
+        return self.rng.choice(self.faults)
+
+    def waits(self, fault: str) -> bool:
+        return self.cfg.pause_target == "holder" and self.table[fault].waits_for_grant
+
+    def ends_early(self, fault: str) -> bool:
+        """Whether a start of `fault` on the fresh holder may end once its successor is seen: a
+        hold the user fixed (--fault-duration) is played out."""
+        return self.cfg.fault_duration_s is None and self.table[fault].ends_on_successor
+
+    def drawn(self) -> float | None:
+        return None
+
+    def value(self, drawn: Any) -> Any:
+        return drawn
+
+
+class _Replayed:
+    """A recorded schedule, step by step; no more faults once the steps run out."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        self.steps = list(steps)
+        self.faults = [s.fault for s in self.steps]  # non-empty while steps remain
+        self.i = -1
+
+    def gap(self) -> float:
+        return self.steps[self.i + 1].gap_s if self.i + 1 < len(self.steps) else float("inf")
+
+    def first_gap(self) -> float:
+        return self.gap()
+
+    def pick(self) -> str:
+        self.i += 1
+        return self.steps[self.i].fault
+
+    def hold(self, fault: str) -> float:
+        return self.steps[self.i].hold_s
+
+    def waits(self, fault: str) -> bool:
+        return self.steps[self.i].waited
+
+    def ends_early(self, fault: str) -> bool:
+        return False  # the recorded hold, as it was played
+
+    def drawn(self) -> float | None:
+        return self.steps[self.i].drawn_hold_s
+
+    def value(self, drawn: Any) -> Any:
+        """The holder's targets as drawn now; any others as recorded (by name, or the role the
+        fault resolves when it starts)."""
+        step = self.steps[self.i]
+        return drawn if step.role == HOLDER else step.value
+
+
+def _names(value: Any) -> set[str]:
+    """Every string in a JSON-like value (the nodes and workers a fault's targets name)."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_names(v) for v in value.values()))
+    if isinstance(value, list | tuple):
+        return set().union(*(_names(v) for v in value))
+    return set()
+
+
+def _wait_for_workers(workers: list[WorkerProcess], progress: ProgressFn) -> None:
+    """Until every worker has written its first event (or exited, or WORKERS_READY_S passed):
+    the run's time limit and its fault schedule count from then."""
+    t0 = time.monotonic()
+    progress(Progress("starting workers"))
+
+    def started(w: WorkerProcess) -> bool:
+        # By size, not through the tailer: its first poll in the loop must still see the first
+        # grants as fresh. A worker this controller did not spawn is not waited for.
+        if w.proc is None or w.proc.poll() is not None:
+            return True
+        try:
+            return w.events.stat().st_size > 0
+        except FileNotFoundError:
+            return False
+
+    while time.monotonic() - t0 < WORKERS_READY_S:
+        if all(started(w) for w in workers):
+            break
+        time.sleep(0.02)
+    else:
+        log.warning("workers not all started after %.0f s: the run goes on", WORKERS_READY_S)
+    log.info("workers started in %.2f s", time.monotonic() - t0)
+
+
+def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[WorkerProcess],
+                 faults: dict[str, ScheduledFault], nemesis_log: NemesisLog, progress: ProgressFn,
+                 servers: list[str], record: Path | None = None,
+                 replay: Sequence[Step] | None = None) -> None:
+    """Drive the faults until the time limit; `record`: write the schedule there as it goes;
+    `replay`: play these steps instead of drawing them."""
+    tailer = LogTailer()
+    for w in workers:
+        tailer.follow(w.name, w.events)
+    schedule: _Schedule | _Replayed = (_Replayed(replay) if replay is not None
+                                       else _Schedule(cfg, rng, faults))
+    recorded: list[Step] = []
+    gap_s = 0.0
+
+    def note(fault: str, hold: float, role: str, value: Any, waited: bool) -> None:
+        recorded.append(Step(round(gap_s, 3), fault, round(hold, 3), role, value, waited,
+                             schedule.drawn()))
+        if record is not None:
+            write_steps(record, recorded)
+
+    def begin(fault: str, hold: float, role: str, value: Any, waited: bool) -> str:
+        """Record the step, start the fault, then record the role it resolved, if any; returns
+        the role recorded."""
+        note(fault, hold, role, value, waited)
+        f = faults[fault].fault
+        started = _start_fault(fault, value, faults, nemesis_log)
+        by_role = f.recorded(value, started) if isinstance(f, RoleTargets) else None
+        if by_role is not None:
+            recorded.pop()
+            note(fault, hold, by_role[0], by_role[1], waited)
+        return recorded[-1].role
+
+    def end_early(used: float, successor: str) -> dict[str, Any]:
+        """Rewrite the active step's hold to the one it had; the stop's reason."""
+        drawn = recorded[-1].hold_s
+        recorded[-1] = replace(recorded[-1], hold_s=round(used, 3), drawn_hold_s=drawn)
+        if record is not None:
+            write_steps(record, recorded)
+        return {"ended": ENDED_BY_SUCCESSOR, "successor": successor, "drawn_hold_s": drawn}
+
+    if record is not None:
+        write_steps(record, recorded)
+    names = [w.name for w in workers]
+    _wait_for_workers(workers, progress)
+    start = time.monotonic()
+    deadline = start + cfg.time_limit_s
+    gap_s = schedule.first_gap() if schedule.faults else float("inf")
+    next_fault = start + gap_s
+    active: tuple[str, float] | None = None  # (fault, stop at)
+    began = 0.0  # when the active fault started: its hold counts from there
+    watch: SuccessorWatch | None = None  # the active fault ends once this sees a successor
+    reason: dict[str, Any] | None = None  # why the active fault ended before its drawn hold
+    # Holder-aware timing: a fault waits (up to 3 s) for a fresh grant, so that it lands inside
+    # a critical section; a pause then freezes exactly that holder. While no operation has
+    # completed yet the workers are still starting (seconds on a loaded machine), so the wait
+    # goes on, up to STARTUP_WAIT_S: a first fault given up on would hit no holder at all.
+    pending: tuple[str, float] | None = None  # (fault, give up waiting at)
+    last_progress = 0.0
+    window: list[tuple[float, int]] = []
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            break
+        # A grant released again by the time the controller reads it (its section is short, the
+        # controller late under load) is no longer a critical section to land in: wait on.
+        fresh = [h for h in tailer.poll() if tailer.holding.get(h.worker) is h]
+        if active is None and pending is None and now >= next_fault:
+            fault = schedule.pick()
+            if schedule.waits(fault):
+                pending = (fault, now + 3.0)
+            else:
+                hold = schedule.hold(fault)
+                active = (fault, now + hold)
+                view = ScheduleView(names, servers, list(tailer.holding))
+                value = schedule.value(faults[fault].fault.targets(rng, view))
+                begin(fault, hold, AS_NAMED, value, False)
+        if pending is not None and not fresh and tailer.completed == 0:
+            pending = (pending[0], max(pending[1], min(now + 3.0, start + STARTUP_WAIT_S)))
+        if pending is not None and (fresh or now >= pending[1]):
+            fault = pending[0]
+            pending = None
+            view = ScheduleView(names, servers, list(tailer.holding),
+                                fresh[-1].worker if fresh else None, waited=True)
+            value = schedule.value(faults[fault].fault.targets(rng, view))
+            hold = schedule.hold(fault)
+            active, began = (fault, now + hold), now
+            holder = view.fresh_holder is not None and view.fresh_holder in _names(value)
+            role = begin(fault, hold, HOLDER if holder else AS_NAMED, value, True)
+            if role == HOLDER and fresh and schedule.ends_early(fault):
+                watch = SuccessorWatch(fresh[-1], time.monotonic())
+        if active is not None and watch is not None and now < active[1]:
+            successor = watch.successor(tailer.latest.values())
+            if successor is not None:
+                watch = None
+                if now + SETTLE_S < active[1]:  # else the drawn hold ends it as soon
+                    reason = end_early(now + SETTLE_S - began, successor.worker)
+                    active = (active[0], now + SETTLE_S)
+        if active is not None and now >= active[1]:
+            _stop_fault(active[0], faults, nemesis_log, reason)
+            active, watch, reason = None, None, None
+            gap_s = schedule.gap()
+            next_fault = now + gap_s
+        if now - last_progress >= 0.25:
+            last_progress = now
+            done = tailer.completed
+            window.append((now, done))
+            window = [x for x in window if now - x[0] <= 2.0]
+            rate = (done - window[0][1]) / max(1e-9, now - window[0][0])
+            progress(Progress("running", now - start, cfg.time_limit_s, rate,
+                              tailer.counts["ok"], tailer.counts["fail"], tailer.counts["info"],
+                              [active[0]] if active else []))
+        time.sleep(0.005)
+    if active is not None:
+        _stop_fault(active[0], faults, nemesis_log)
+
+
+def _start_fault(fault: str, value: Any, faults: dict[str, ScheduledFault],
+                 nlog: NemesisLog) -> Any:
+    """The start's completion value; None if it failed."""
+    f = faults[fault].fault
+    return _nemesis_op(f"start-{fault}", value, lambda: f.start(value), nlog)
+
+
+def _stop_fault(fault: str, faults: dict[str, ScheduledFault], nlog: NemesisLog,
+                reason: dict[str, Any] | None = None) -> None:
+    """Stop `fault`; `reason`, if given, joins the completion value (why it ended early)."""
+    f = faults[fault].fault
+
+    def stop() -> Any:
+        done = f.stop()
+        if reason is None:
+            return done
+        return {**(done if isinstance(done, dict) else {"stopped": done}), **reason}
+
+    _nemesis_op(f"stop-{fault}", None, stop, nlog)
+
+
+def _nemesis_op(f: str, value: Any, call: Callable[[], Any], nlog: NemesisLog) -> Any:
+    """One nemesis op, logged as invoke and completion; a failed op is `info`, never fatal.
+    Returns the completion value (None if it failed)."""
+    nlog.write("invoke", f, value)
+    try:
+        done = call()
+        nlog.write("ok", f, done)
+        return done
+    except Interrupted:
+        nlog.write("info", f, value, "interrupted")
+        raise
+    except Exception as e:
+        log.exception("%s failed", f)
+        nlog.write("info", f, value, str(e))
+        return None
+
+

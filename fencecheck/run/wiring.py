@@ -1,0 +1,170 @@
+"""Wiring from a RunConfig to concrete parts: which nodes a run needs, its runtime, its lock
+service, the options its clients get, the resource and the faults. Every fact about a backend,
+client, resource or fault comes from its descriptor (fencecheck.descriptors,
+fencecheck.nemesis.faults);
+nothing here names one."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from fencecheck.clusters.base import ClusterError, LockService
+from fencecheck.descriptors import catalog
+from fencecheck.descriptors.base import CLOCK, BackendDescriptor, ResourceDescriptor
+from fencecheck.nemesis.faults.registry import faults as fault_table
+from fencecheck.run.config import ConfigError, RunConfig
+from fencecheck.run.resources import STORE_PORT, store_argv
+from fencecheck.workloads.base import WorkloadError
+
+__all__ = ["STORE_PORT", "store_argv"]
+
+RESOURCE_NODE = "r1"
+
+
+def _load(spec: str) -> Any:
+    module, _, name = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"backend not available in this build: {spec} ({e})") from None
+
+
+def __getattr__(name: str) -> Any:
+    # The tables other modules and tests read, derived from the descriptors on demand.
+    if name == "SERVICES":
+        return {b.name: b.service for b in catalog.backends().values()}
+    if name == "CLIENTS":
+        return {b.name: b.client_names for b in catalog.backends().values()}
+    raise AttributeError(name)
+
+
+RUNTIMES: dict[str, str] = {
+    "netns": "fencecheck.clusters.runtimes.netns:NetnsRuntime",
+    "docker": "fencecheck.clusters.runtimes.docker:DockerRuntime",
+    "ssh": "fencecheck.clusters.runtimes.ssh:SshRuntime",
+}
+
+
+def descriptor(cfg: RunConfig) -> BackendDescriptor:
+    return catalog.backend(cfg.backend)
+
+
+def resource_descriptor(cfg: RunConfig) -> ResourceDescriptor:
+    return catalog.resources()[cfg.resource]
+
+
+def make_runtime(cfg: RunConfig, run_id: str, run_dir: Any) -> Any:
+    """The runtime of cfg.runtime. Every runtime takes (run_id, run directory, subnet) and the ssh
+    one also its connection options; each exposes `setup`, `teardown` and `ledger`."""
+    cls = _load(RUNTIMES[cfg.runtime])
+    if cfg.runtime == "ssh":
+        return cls(run_id, run_dir, hosts=list(cfg.hosts), user=cfg.ssh_user,
+                   key=cfg.ssh_key, port=cfg.ssh_port, sudo=cfg.sudo,
+                   accept_unknown=cfg.ssh_accept_unknown, known_hosts=cfg.known_hosts,
+                   local_nodes=(RESOURCE_NODE,))  # the resource runs on the controller
+    return cls(run_id, run_dir, cfg.subnet)
+
+
+def weight(cfg: RunConfig) -> int:
+    """A run's share of the machine, as its descriptors declare it (the backend's, plus what
+    its client's workers add): what `fencecheck matrix --jobs` adds up."""
+    b = descriptor(cfg)
+    c = next((x for x in b.clients if x.name == cfg.client_name), None)
+    return max(1, b.weight + (c.weight if c is not None else 0))
+
+
+def server_nodes(cfg: RunConfig) -> list[str]:
+    return [f"n{i + 1}" for i in range(cfg.node_count)]
+
+
+def client_nodes(cfg: RunConfig) -> list[str]:
+    return [f"c{i + 1}" for i in range(cfg.concurrency)]
+
+
+def check_compatible(cfg: RunConfig) -> None:
+    """Refuse combinations that cannot run, before anything is created: each message names both
+    sides of the clash."""
+    b = descriptor(cfg)
+    known = b.client_names
+    if ":" not in cfg.client_name and cfg.client_name not in known:
+        raise ConfigError(
+            f"bad configuration: client: {cfg.client_name!r} does not drive backend "
+            f"{cfg.backend!r} (choose one of {', '.join(known)}, or module:Class)"
+        )
+    c = next((x for x in b.clients if x.name == cfg.client_name), None)
+    if c is not None and cfg.workload not in c.workloads:  # e.g. ShedLock: one run of a job
+        raise ConfigError(f"bad configuration: client: {c.name!r} drives the "
+                          f"{' or '.join(sorted(c.workloads))} workload, not --workload "
+                          f"{cfg.workload}")
+    try:  # a shipped client that is not built, a --client-cmd that is not there
+        _load("fencecheck.workloads.clients.third_party:check_ready")(cfg.client_name,
+            cfg.client_options)
+    except WorkloadError as e:
+        raise ConfigError(f"bad configuration: client: {e}") from None
+    if c is not None and c.settings_check is not None:  # settings its library refuses
+        try:
+            _load(c.settings_check)(cfg.client_options, cfg.lease_ms)
+        except WorkloadError as e:
+            raise ConfigError(f"bad configuration: client: {e}") from None
+    if b.preflight is not None:  # e.g. a server binary built on demand, not built yet
+        try:
+            _load(b.preflight)()
+        except ClusterError as e:
+            raise ConfigError(f"bad configuration: backend: {b.name}: {e}") from None
+    if cfg.runtime not in b.runtimes:
+        raise ConfigError(f"bad configuration: runtime: backend {b.name!r} does not run under "
+                          f"--runtime {cfg.runtime} (supports {', '.join(sorted(b.runtimes))})")
+    r = resource_descriptor(cfg)
+    if r.workloads is not None and cfg.workload not in r.workloads:
+        need = [x.name for x in catalog.resources().values()
+                if x.workloads is None or cfg.workload in x.workloads]
+        raise ConfigError(f"bad configuration: resource: the {cfg.workload} workload needs "
+                          f"--resource {' or '.join(need)}")
+    if r.backends is not None and cfg.backend not in r.backends:
+        raise ConfigError(f"bad configuration: resource: {r.name!r} needs --backend "
+                          f"{' or '.join(sorted(r.backends))}")
+    table = fault_table()
+    for name in cfg.faults:
+        f = table[name]
+        missing = f.requires - b.capabilities
+        if missing:
+            able = [x.name for x in catalog.backends().values() if f.requires <= x.capabilities]
+            why = b.clock_refusal if CLOCK in missing and b.clock_refusal else (
+                f"it needs {', '.join(sorted(missing))} (backends that have it: "
+                f"{', '.join(able) or 'none'})")
+            raise ConfigError(f"bad configuration: nemesis: {name}: not supported by backend "
+                              f"{b.name!r}: {why}")
+        if cfg.runtime not in f.runtimes:
+            raise ConfigError(f"bad configuration: nemesis: {name} is not supported under "
+                              f"--runtime {cfg.runtime} (supports "
+                              f"{', '.join(sorted(f.runtimes))})")
+
+
+def make_service(cfg: RunConfig, env_for: Any = None, ledger: Any = None) -> LockService:
+    """The backend's LockService, given only the keyword arguments its descriptor declares."""
+    b = descriptor(cfg)
+    cls = _load(b.service)
+    offered: dict[str, Any] = {"persistence": cfg.persistence, "env_for": env_for,
+                               "ledger": ledger}
+    if env_for is not None and "env_for" not in b.service_args:
+        raise ConfigError(f"bad configuration: nemesis: clock: {cfg.backend} cannot run "
+                          "under the clock shim")
+    kwargs = {k: v for k, v in offered.items() if k in b.service_args and v is not None}
+    service: LockService = cls(**kwargs)
+    return service
+
+
+def client_options(cfg: RunConfig, service: LockService) -> dict[str, Any]:
+    from fencecheck.clusters.base import ClientOptions
+
+    opts: dict[str, Any] = {"endpoints": service.endpoints(), "op_timeout_s": cfg.op_timeout_s}
+    if isinstance(service, ClientOptions):
+        opts.update(service.client_options())
+    opts.update(cfg.client_options)
+    return opts
+
+
+def resource_starter(cfg: RunConfig) -> Any:
+    """The controller-side starter of cfg.resource (see fencecheck.run.resources)."""
+    return _load(resource_descriptor(cfg).starter)
