@@ -40,7 +40,7 @@ from fencecheck.nemesis.successor import ENDED_BY_SUCCESSOR, SETTLE_S, Successor
 from fencecheck.run.config import ConfigError, RunConfig
 from fencecheck.run.progress import Progress, ProgressFn
 from fencecheck.run.signals import Interrupted
-from fencecheck.run.tail import LogTailer
+from fencecheck.run.tail import Holding, LogTailer
 from fencecheck.run.workers import WorkerProcess
 from fencecheck.workloads.eventlog import Event, EventType
 
@@ -260,120 +260,227 @@ def _wait_for_workers(workers: list[WorkerProcess], progress: ProgressFn) -> Non
     log.info("workers started in %.2f s", time.monotonic() - t0)
 
 
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the loop read from the workers' event logs at one moment: `fresh`, the grants seen
+    since the last look that were still held when read (oldest first); `holding`, the workers
+    holding a lock; `latest`, each worker's last grant (for the successor watch); `completed`, the
+    operations completed so far."""
+
+    fresh: Sequence[Holding] = ()
+    holding: Sequence[str] = ()
+    latest: Sequence[Holding] = ()
+    completed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StartFault:
+    """Start `step.fault` on `step.value`; the loop records `step`, starts the fault and tells
+    the scheduler the role it recorded (`Scheduler.started`). `fresh`: the grant it waited for."""
+
+    step: Step
+    fresh: Holding | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EndEarly:
+    """The active fault's successor was seen: the recorded step's hold becomes `hold_s` (the
+    drawn one kept as `drawn_hold_s`), and it stops at the time the step asks for."""
+
+    hold_s: float
+    drawn_hold_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class StopFault:
+    """Stop `fault`; `reason`, if given, joins its completion value (why it ended early)."""
+
+    fault: str
+    reason: dict[str, Any] | None = None
+
+
+Action = StartFault | EndEarly | StopFault
+Targets = Callable[[str, random.Random, ScheduleView], Any]
+WAIT_FOR_GRANT_S = 3.0  # how long a holder-aware fault waits for a fresh grant
+
+
+class Scheduler:
+    """The schedule's decisions, without processes or clocks: `step(now, observed)` says what
+    to do at `now` given what the workers' logs showed; the loop (`run_schedule`) does it.
+
+    Holder-aware timing: a fault waits (up to WAIT_FOR_GRANT_S) for a fresh grant, so that it
+    lands inside a critical section; a pause then freezes exactly that holder. While no
+    operation has completed yet the workers are still starting (seconds on a loaded machine),
+    so the wait goes on, up to STARTUP_WAIT_S: a first fault given up on would hit no holder."""
+
+    def __init__(self, schedule: _Schedule | _Replayed, rng: random.Random, targets: Targets,
+                 names: Sequence[str], servers: Sequence[str], start: float) -> None:
+        self.schedule, self.rng, self.targets = schedule, rng, targets
+        self.names, self.servers, self.start = list(names), list(servers), start
+        self.gap_s = schedule.first_gap() if schedule.faults else float("inf")
+        self.next_fault = start + self.gap_s
+        self.active: tuple[str, float] | None = None  # (fault, stop at)
+        self.began = 0.0  # when the active fault started: its hold counts from there
+        self.hold_s = 0.0  # the active fault's hold as drawn
+        self.watch: SuccessorWatch | None = None  # the active fault ends once it sees one
+        self.reason: dict[str, Any] | None = None  # why the active fault ended early
+        self.pending: tuple[str, float] | None = None  # (fault, give up waiting at)
+
+    def _start(self, fault: str, hold: float, role: str, value: Any, waited: bool,
+               fresh: Holding | None) -> StartFault:
+        self.hold_s = hold
+        step = Step(round(self.gap_s, 3), fault, round(hold, 3), role, value, waited,
+                    self.schedule.drawn())
+        return StartFault(step, fresh)
+
+    def step(self, now: float, seen: Observed) -> list[Action]:
+        actions: list[Action] = []
+        sched = self.schedule
+        if self.active is None and self.pending is None and now >= self.next_fault:
+            fault = sched.pick()
+            if sched.waits(fault):
+                self.pending = (fault, now + WAIT_FOR_GRANT_S)
+            else:
+                hold = sched.hold(fault)
+                self.active = (fault, now + hold)
+                view = ScheduleView(self.names, self.servers, list(seen.holding))
+                value = sched.value(self.targets(fault, self.rng, view))
+                actions.append(self._start(fault, hold, AS_NAMED, value, False, None))
+        if self.pending is not None and not seen.fresh and seen.completed == 0:
+            give_up = max(self.pending[1], min(now + WAIT_FOR_GRANT_S,
+                                               self.start + STARTUP_WAIT_S))
+            self.pending = (self.pending[0], give_up)
+        if self.pending is not None and (seen.fresh or now >= self.pending[1]):
+            fault, self.pending = self.pending[0], None
+            fresh = seen.fresh[-1] if seen.fresh else None
+            view = ScheduleView(self.names, self.servers, list(seen.holding),
+                                fresh.worker if fresh else None, waited=True)
+            value = sched.value(self.targets(fault, self.rng, view))
+            hold = sched.hold(fault)
+            self.active, self.began = (fault, now + hold), now
+            holder = view.fresh_holder is not None and view.fresh_holder in _names(value)
+            actions.append(self._start(fault, hold, HOLDER if holder else AS_NAMED, value,
+                                       True, fresh))
+        if self.active is not None and self.watch is not None and now < self.active[1]:
+            successor = self.watch.successor(seen.latest)
+            if successor is not None:
+                self.watch = None
+                if now + SETTLE_S < self.active[1]:  # else the drawn hold ends it as soon
+                    used = now + SETTLE_S - self.began
+                    actions.append(EndEarly(round(used, 3), round(self.hold_s, 3)))
+                    self.reason = {"ended": ENDED_BY_SUCCESSOR, "successor": successor.worker,
+                                   "drawn_hold_s": round(self.hold_s, 3)}
+                    self.active = (self.active[0], now + SETTLE_S)
+        if self.active is not None and now >= self.active[1]:
+            actions.append(StopFault(self.active[0], self.reason))
+            self.active, self.watch, self.reason = None, None, None
+            self.gap_s = sched.gap()
+            self.next_fault = now + self.gap_s
+        return actions
+
+    def started(self, start: StartFault, role: str, at: float) -> None:
+        """The loop started `start` and recorded `role` for it (a fault resolving its own role
+        may have replaced the scheduled one), at `at`: a pause of the fresh holder may end
+        early from then on."""
+        if role == HOLDER and start.fresh is not None and self.schedule.ends_early(
+                start.step.fault):
+            self.watch = SuccessorWatch(start.fresh, at)
+
+    def finish(self) -> list[Action]:
+        """At the time limit: stop the fault still active."""
+        active, self.active = self.active, None
+        return [StopFault(active[0])] if active is not None else []
+
+
+class _Recorder:
+    """schedule.json as the run goes: each step as it starts, rewritten where it changes."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path, self.steps = path, list[Step]()
+        self._write()
+
+    def _write(self) -> None:
+        if self.path is not None:
+            write_steps(self.path, self.steps)
+
+    def add(self, step: Step) -> None:
+        self.steps.append(step)
+        self._write()
+
+    def replace_last(self, **changes: Any) -> None:
+        self.steps[-1] = replace(self.steps[-1], **changes)
+        self._write()
+
+
 def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[WorkerProcess],
                  faults: dict[str, ScheduledFault], nemesis_log: NemesisLog, progress: ProgressFn,
                  servers: list[str], record: Path | None = None,
                  replay: Sequence[Step] | None = None) -> None:
-    """Drive the faults until the time limit; `record`: write the schedule there as it goes;
-    `replay`: play these steps instead of drawing them."""
+    """Drive the faults until the time limit (the decisions are `Scheduler.step`'s; this loop
+    reads the logs, carries them out and reports progress); `record`: write the schedule there
+    as it goes; `replay`: play these steps instead of drawing them."""
     tailer = LogTailer()
     for w in workers:
         tailer.follow(w.name, w.events)
-    schedule: _Schedule | _Replayed = (_Replayed(replay) if replay is not None
-                                       else _Schedule(cfg, rng, faults))
-    recorded: list[Step] = []
-    gap_s = 0.0
-
-    def note(fault: str, hold: float, role: str, value: Any, waited: bool) -> None:
-        recorded.append(Step(round(gap_s, 3), fault, round(hold, 3), role, value, waited,
-                             schedule.drawn()))
-        if record is not None:
-            write_steps(record, recorded)
-
-    def begin(fault: str, hold: float, role: str, value: Any, waited: bool) -> str:
-        """Record the step, start the fault, then record the role it resolved, if any; returns
-        the role recorded."""
-        note(fault, hold, role, value, waited)
-        f = faults[fault].fault
-        started = _start_fault(fault, value, faults, nemesis_log)
-        by_role = f.recorded(value, started) if isinstance(f, RoleTargets) else None
-        if by_role is not None:
-            recorded.pop()
-            note(fault, hold, by_role[0], by_role[1], waited)
-        return recorded[-1].role
-
-    def end_early(used: float, successor: str) -> dict[str, Any]:
-        """Rewrite the active step's hold to the one it had; the stop's reason."""
-        drawn = recorded[-1].hold_s
-        recorded[-1] = replace(recorded[-1], hold_s=round(used, 3), drawn_hold_s=drawn)
-        if record is not None:
-            write_steps(record, recorded)
-        return {"ended": ENDED_BY_SUCCESSOR, "successor": successor, "drawn_hold_s": drawn}
-
-    if record is not None:
-        write_steps(record, recorded)
-    names = [w.name for w in workers]
+    recorder = _Recorder(record)
     _wait_for_workers(workers, progress)
     start = time.monotonic()
     deadline = start + cfg.time_limit_s
-    gap_s = schedule.first_gap() if schedule.faults else float("inf")
-    next_fault = start + gap_s
-    active: tuple[str, float] | None = None  # (fault, stop at)
-    began = 0.0  # when the active fault started: its hold counts from there
-    watch: SuccessorWatch | None = None  # the active fault ends once this sees a successor
-    reason: dict[str, Any] | None = None  # why the active fault ended before its drawn hold
-    # Holder-aware timing: a fault waits (up to 3 s) for a fresh grant, so that it lands inside
-    # a critical section; a pause then freezes exactly that holder. While no operation has
-    # completed yet the workers are still starting (seconds on a loaded machine), so the wait
-    # goes on, up to STARTUP_WAIT_S: a first fault given up on would hit no holder at all.
-    pending: tuple[str, float] | None = None  # (fault, give up waiting at)
-    last_progress = 0.0
-    window: list[tuple[float, int]] = []
-    while True:
-        now = time.monotonic()
-        if now >= deadline:
-            break
+    plan: _Schedule | _Replayed = (_Replayed(replay) if replay is not None
+                                   else _Schedule(cfg, rng, faults))
+    sched = Scheduler(plan, rng, lambda f, r, view: faults[f].fault.targets(r, view),
+                      [w.name for w in workers], servers, start)
+    meter = _Meter(cfg.time_limit_s, start)
+    while (now := time.monotonic()) < deadline:
         # A grant released again by the time the controller reads it (its section is short, the
         # controller late under load) is no longer a critical section to land in: wait on.
         fresh = [h for h in tailer.poll() if tailer.holding.get(h.worker) is h]
-        if active is None and pending is None and now >= next_fault:
-            fault = schedule.pick()
-            if schedule.waits(fault):
-                pending = (fault, now + 3.0)
-            else:
-                hold = schedule.hold(fault)
-                active = (fault, now + hold)
-                view = ScheduleView(names, servers, list(tailer.holding))
-                value = schedule.value(faults[fault].fault.targets(rng, view))
-                begin(fault, hold, AS_NAMED, value, False)
-        if pending is not None and not fresh and tailer.completed == 0:
-            pending = (pending[0], max(pending[1], min(now + 3.0, start + STARTUP_WAIT_S)))
-        if pending is not None and (fresh or now >= pending[1]):
-            fault = pending[0]
-            pending = None
-            view = ScheduleView(names, servers, list(tailer.holding),
-                                fresh[-1].worker if fresh else None, waited=True)
-            value = schedule.value(faults[fault].fault.targets(rng, view))
-            hold = schedule.hold(fault)
-            active, began = (fault, now + hold), now
-            holder = view.fresh_holder is not None and view.fresh_holder in _names(value)
-            role = begin(fault, hold, HOLDER if holder else AS_NAMED, value, True)
-            if role == HOLDER and fresh and schedule.ends_early(fault):
-                watch = SuccessorWatch(fresh[-1], time.monotonic())
-        if active is not None and watch is not None and now < active[1]:
-            successor = watch.successor(tailer.latest.values())
-            if successor is not None:
-                watch = None
-                if now + SETTLE_S < active[1]:  # else the drawn hold ends it as soon
-                    reason = end_early(now + SETTLE_S - began, successor.worker)
-                    active = (active[0], now + SETTLE_S)
-        if active is not None and now >= active[1]:
-            _stop_fault(active[0], faults, nemesis_log, reason)
-            active, watch, reason = None, None, None
-            gap_s = schedule.gap()
-            next_fault = now + gap_s
-        if now - last_progress >= 0.25:
-            last_progress = now
-            done = tailer.completed
-            window.append((now, done))
-            window = [x for x in window if now - x[0] <= 2.0]
-            rate = (done - window[0][1]) / max(1e-9, now - window[0][0])
-            progress(Progress("running", now - start, cfg.time_limit_s, rate,
-                              tailer.counts["ok"], tailer.counts["fail"], tailer.counts["info"],
-                              [active[0]] if active else []))
+        seen = Observed(fresh, list(tailer.holding), list(tailer.latest.values()),
+                        tailer.completed)
+        for action in sched.step(now, seen):
+            _carry_out(action, sched, faults, nemesis_log, recorder)
+        meter.report(now, tailer, sched.active, progress)
         time.sleep(0.005)
-    if active is not None:
-        _stop_fault(active[0], faults, nemesis_log)
+    for action in sched.finish():
+        _carry_out(action, sched, faults, nemesis_log, recorder)
+
+
+def _carry_out(action: Action, sched: Scheduler, faults: dict[str, ScheduledFault],
+               nlog: NemesisLog, recorder: _Recorder) -> None:
+    if isinstance(action, StartFault):
+        step = action.step
+        recorder.add(step)
+        f = faults[step.fault].fault
+        started = _start_fault(step.fault, step.value, faults, nlog)
+        by_role = f.recorded(step.value, started) if isinstance(f, RoleTargets) else None
+        if by_role is not None:
+            recorder.replace_last(role=by_role[0], value=by_role[1])
+        sched.started(action, recorder.steps[-1].role, time.monotonic())
+    elif isinstance(action, EndEarly):
+        recorder.replace_last(hold_s=action.hold_s, drawn_hold_s=action.drawn_hold_s)
+    else:
+        _stop_fault(action.fault, faults, nlog, action.reason)
+
+
+class _Meter:
+    """The progress line's figures: elapsed time, ops/s over the last 2 s, the counts."""
+
+    def __init__(self, limit_s: float, start: float) -> None:
+        self.limit_s, self.start, self.last = limit_s, start, 0.0
+        self.window: list[tuple[float, int]] = []
+
+    def report(self, now: float, tailer: LogTailer, active: tuple[str, float] | None,
+               progress: ProgressFn) -> None:
+        if now - self.last < 0.25:
+            return
+        self.last = now
+        done = tailer.completed
+        self.window.append((now, done))
+        self.window = [x for x in self.window if now - x[0] <= 2.0]
+        rate = (done - self.window[0][1]) / max(1e-9, now - self.window[0][0])
+        progress(Progress("running", now - self.start, self.limit_s, rate,
+                          tailer.counts["ok"], tailer.counts["fail"], tailer.counts["info"],
+                          [active[0]] if active else []))
 
 
 def _start_fault(fault: str, value: Any, faults: dict[str, ScheduledFault],
