@@ -1,8 +1,9 @@
 """`analyze`: run the lock checks on a history's ops and gather the verdict and statistics.
 
-The checks are `mutex`, `fencing`, `exclusion` and `counter` (DESIGN.md, "Checks and their
-violation kinds"); they share one grant table. A check that crashes is reported `unknown` with
-the error, never as a pass.
+The checks are those of checker/registry.py (`mutex`, `fencing`, `exclusion`, `counter` on every
+history, `jobs` where there are job writes; DESIGN.md, "Checks and their violation kinds"); they
+share one grant table. A check that crashes is reported `unknown` with the error, never as a
+pass.
 """
 
 from __future__ import annotations
@@ -11,20 +12,13 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from fencecheck.checker import registry
 from fencecheck.checker.base import CheckResult, Op, Results, combine
-from fencecheck.checker.counter import counter
-from fencecheck.checker.exclusion import exclusion
-from fencecheck.checker.fencing import fencing
 from fencecheck.checker.grants import GrantTable, build_grants
 from fencecheck.checker.history import gc_paused
 from fencecheck.checker.incidents import build_incidents
-from fencecheck.checker.jobs import check_jobs
-from fencecheck.checker.mutex import mutex
 
 log = logging.getLogger(__name__)
-
-CHECK_NAMES = ("mutex", "fencing", "exclusion", "counter")
-
 
 def _guarded(name: str, run: Callable[[], CheckResult]) -> CheckResult:
     try:
@@ -87,16 +81,15 @@ def _analyze(ops: Sequence[Op], max_drift: float) -> Results:
     except Exception as e:  # every check needs the table: all of them are unknown
         log.exception("building the grant table crashed")
         error = {"error": f"{type(e).__name__}: {e}"}
-        checks = {n: CheckResult(n, "unknown", details=dict(error)) for n in CHECK_NAMES}
-        return Results("unknown", checks, {"ops": len(ops), **error})
-    checks = {
-        "mutex": _guarded("mutex", lambda: mutex(ops, grants=table)),
-        "fencing": _guarded("fencing", lambda: fencing(ops, grants=table)),
-        "exclusion": _guarded("exclusion", lambda: exclusion(ops, grants=table)),
-        "counter": _guarded("counter", lambda: counter(ops, grants=table)),
-    }
-    if table.job_writes:
-        checks["jobs"] = _guarded("jobs", lambda: check_jobs(ops))
+        crashed = {n: CheckResult(n, "unknown", details=dict(error))
+                   for n in registry.always_run()}
+        return Results("unknown", crashed, {"ops": len(ops), **error})
+    checks: dict[str, CheckResult] = {}
+    for spec in registry.checks():
+        run = spec.run
+        if run is None or (spec.applies is not None and not spec.applies(table)):
+            continue
+        checks[spec.name] = _guarded(spec.name, lambda: run(ops, table))  # noqa: B023 (now)
     try:
         st = stats(ops, table)
     except Exception as e:  # statistics are a reading aid: their failure leaves the verdict

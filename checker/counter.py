@@ -20,6 +20,7 @@ from fencecheck.checker.grants import (
     who,
     write_columns,
 )
+from fencecheck.checker.registry import CheckSpec, KindSpec
 
 
 def counter(ops: Sequence[Op], *, grants: GrantTable | None = None) -> CheckResult:
@@ -51,3 +52,16 @@ def counter(ops: Sequence[Op], *, grants: GrantTable | None = None) -> CheckResu
         return CheckResult("counter", True, skipped="no key has a final read of an integer",
                            details=details)
     return CheckResult("counter", found.count == 0, found.reported(), details=details)
+
+
+CHECK = CheckSpec(
+    name="counter",
+    kinds=(
+        KindSpec("lost-update",
+                 "a key's last ok read is below the number of writes accepted to it "
+                 "(each one increment)",
+                 "none"),
+    ),
+    run=lambda ops, table: counter(ops, grants=table),
+    order=40,
+)

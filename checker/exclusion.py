@@ -30,6 +30,7 @@ from fencecheck.checker.grants import (
     who,
     write_columns,
 )
+from fencecheck.checker.registry import CheckSpec, KindSpec
 
 
 def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: list[int],
@@ -130,3 +131,16 @@ def exclusion(ops: Sequence[Op], *, max_drift: float = 0.01,
     if not accepted:
         return CheckResult("exclusion", True, skipped="no accepted writes", details=details)
     return CheckResult("exclusion", found.count == 0, found.reported(), details=details)
+
+
+CHECK = CheckSpec(
+    name="exclusion",
+    kinds=(
+        KindSpec("interleaved-writes",
+                 "on one key, accepted writes a1, b, a2 in real-time order, a1 and a2 "
+                 "of one grant, b of another",
+                 "write"),
+    ),
+    run=lambda ops, table: exclusion(ops, grants=table),
+    order=30,
+)

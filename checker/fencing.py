@@ -29,6 +29,7 @@ from fencecheck.checker.grants import (
     who,
     write_columns,
 )
+from fencecheck.checker.registry import CheckSpec, KindSpec
 
 _START = attrgetter("start")
 
@@ -142,3 +143,19 @@ def fencing(ops: Sequence[Op], *, max_drift: float = 0.01,
             details=details,
         )
     return CheckResult("fencing", found.count == 0, found.reported(), details=details)
+
+
+CHECK = CheckSpec(
+    name="fencing",
+    kinds=(
+        KindSpec("token-regression",
+                 "a grant of a lock after another's ok carries a token not above the earlier one's",
+                 "grant"),
+        KindSpec("stale-write-accepted",
+                 "on one key, an accepted write after another accepted write's ok "
+                 "carries a lower token",
+                 "write"),
+    ),
+    run=lambda ops, table: fencing(ops, grants=table),
+    order=20,
+)

@@ -19,6 +19,7 @@ from typing import Any
 
 from fencecheck.checker.base import CheckResult, Op, op_ref
 from fencecheck.checker.grants import Collector, seconds, tok, who
+from fencecheck.checker.registry import CheckSpec, KindSpec
 
 JOB_PREFIX = "job:"
 
@@ -90,3 +91,17 @@ def check_jobs(ops: Sequence[Op]) -> CheckResult:
     details["executions_deduplicated"] = deduplicated
     details.update(found.details())
     return CheckResult("jobs", found.count == 0, found.reported(), details=details)
+
+
+CHECK = CheckSpec(
+    name="jobs",
+    kinds=(
+        KindSpec("duplicate-effect",
+                 "one job's effect applied more than once where the resource was asked "
+                 "to apply it once",
+                 "none"),
+    ),
+    run=lambda ops, table: check_jobs(ops),
+    applies=lambda table: bool(table.job_writes),
+    order=50,
+)

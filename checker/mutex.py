@@ -13,6 +13,7 @@ from operator import itemgetter
 from fencecheck.checker.base import CheckResult, Op
 from fencecheck.checker.careless import CarelessSteps
 from fencecheck.checker.grants import Collector, Grant, GrantTable, build_grants, seconds, tok, who
+from fencecheck.checker.registry import CheckSpec, KindSpec
 
 _Stretch = tuple[int, float, str, Grant]  # start, end, ended_by, grant
 
@@ -71,3 +72,15 @@ def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
     if not table.grants:
         return CheckResult("mutex", True, skipped="no acquire completed ok", details=details)
     return CheckResult("mutex", found.count == 0, found.reported(), details=details)
+
+
+CHECK = CheckSpec(
+    name="mutex",
+    kinds=(
+        KindSpec("double-grant",
+                 "the surely-held intervals of two grants of one lock overlap",
+                 "grant"),
+    ),
+    run=lambda ops, table: mutex(ops, grants=table),
+    order=10,
+)

@@ -68,9 +68,9 @@ def leaseless_locks(ops: Sequence[Op]) -> bool:
 
 
 def _no_client_ops(ops: Sequence[Op]) -> Results:
-    from fencecheck.checker.analyze import CHECK_NAMES
+    from fencecheck.checker.registry import always_run
 
-    checks = {n: CheckResult(n, True, skipped=NO_CLIENT_OPS) for n in CHECK_NAMES}
+    checks = {n: CheckResult(n, True, skipped=NO_CLIENT_OPS) for n in always_run()}
     nemesis = sum(1 for op in ops if op.process == NEMESIS)
     return Results("unknown", checks, {"ops": len(ops), "nemesis_ops": nemesis,
                                        "unknown_reason": NO_CLIENT_OPS, "incidents": 0})

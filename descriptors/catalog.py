@@ -1,7 +1,7 @@
 """Every backend, lock client and resource: the built-in descriptor modules plus what installed
-plugins register under the entry-point groups `fencecheck.run.wiring` (a BackendDescriptor),
+plugins register under the entry-point groups `fencecheck.backends` (a BackendDescriptor),
 `fencecheck.clients` (a ClientPlugin: a client and the backends it drives) and
-`fencecheck.run.resources` (a ResourceDescriptor); see docs/extending.md. Every table that lists
+`fencecheck.resources` (a ResourceDescriptor); see docs/extending.md. Every table that lists
 backends is derived from here."""
 
 from __future__ import annotations

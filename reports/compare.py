@@ -23,6 +23,7 @@ import pandas as pd
 from msgspec import UNSET
 
 from fencecheck.checker.base import NEMESIS
+from fencecheck.checker.registry import kind_names
 from fencecheck.records.base import write_atomic
 from fencecheck.reports.html import env, static_text, write_report
 from fencecheck.reports.rundata import ReportError, RunData, find_runs, load_run, violation_counts
@@ -30,14 +31,9 @@ from fencecheck.reports.timeline import NS, percentile
 
 log = logging.getLogger(__name__)
 
-KINDS = (
-    "double-grant",
-    "token-regression",
-    "stale-write-accepted",
-    "interleaved-writes",
-    "lost-update",
-    "not-linearizable",
-)
+# The violation kinds as columns, in the checks' order: read from the check registry, so a new
+# check's kinds are columns too (and `duplicate-effect`, which a fixed list here had left out).
+KINDS = kind_names()
 CONFIG_KEYS = ("backend", "client", "resource", "workload", "nemesis", "fencing")
 EXPECTED_VERDICT = {"must-find": "invalid", "must-pass": "valid"}
 # A cell beginning with one of these is a formula to a spreadsheet (OWASP's CSV injection list).

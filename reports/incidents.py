@@ -19,6 +19,7 @@ from msgspec import UNSET, UnsetType
 
 from fencecheck.checker.base import NEMESIS, Op
 from fencecheck.checker.names import ProcessNames, fault_target, legend
+from fencecheck.checker.registry import kind
 from fencecheck.records.results import Fault, Grant, Incident, Results, Violation
 
 WIDTH = 980
@@ -52,11 +53,13 @@ def incident_violations(results: Results, incident: Incident
 
 def _damaging_write(v: Violation) -> int | None:
     """The index of the write that did a violation's damage: a write accepted after another
-    grant's write with a higher token. stale-write-accepted: its second op; interleaved-writes
-    (a1, b, a2): whichever of b and a2 carries the lower token (b when tokens are unknown).
-    None for kinds that are not about writes."""
+    grant's write with a higher token, for kinds whose incident role is "write"
+    (checker/registry.py). stale-write-accepted: its second op; interleaved-writes (a1, b, a2):
+    whichever of b and a2 carries the lower token (b when tokens are unknown). None for kinds
+    that are not about writes."""
     ops = v.ops
-    if v.kind not in ("stale-write-accepted", "interleaved-writes") or len(ops) < 2:
+    spec = kind(v.kind)
+    if spec is None or spec.incident != "write" or len(ops) < 2:
         return None
     later = [r for r in ops[1:] if r.f in ("write", UNSET)]
     if later and all(r.token is not None for r in later):

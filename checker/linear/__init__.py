@@ -17,6 +17,7 @@ from typing import Any
 from fencecheck.checker.base import CheckerError, CheckResult, Op, Verdict, Violation, op_ref
 from fencecheck.checker.linear.models import MODELS, Model
 from fencecheck.checker.linear.search import Entry, SearchResult, search
+from fencecheck.checker.registry import CheckSpec, KindSpec
 
 __all__ = ["MODELS", "LinearizableCheck", "UnknownModel", "check_linearizable"]
 
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 
 NAME = "linearizable"
 KIND = "not-linearizable"
+# Run only on request (`fencecheck check --model`): analyze does not run it itself.
+CHECK = CheckSpec(NAME, (KindSpec(KIND, "the model check finds no linearization of the ops",
+                                  "none"),), order=60)
 
 
 def check_linearizable(

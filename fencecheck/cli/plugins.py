@@ -1,10 +1,11 @@
-"""`fencecheck plugins`: every backend, client, resource and fault, built in or installed through
-the entry-point groups, with where it comes from."""
+"""`fencecheck plugins`: every backend, client, resource, fault and check (with its violation
+kinds), built in or installed through the entry-point groups, with where it comes from."""
 
 from __future__ import annotations
 
 import typer
 
+from fencecheck.checker import registry as check_registry
 from fencecheck.cli.group import console
 from fencecheck.descriptors import catalog
 from fencecheck.nemesis.faults.registry import faults
@@ -14,12 +15,13 @@ err = console(stderr=True)
 
 
 def plugins() -> None:
-    """List backends, clients, resources and faults, and the installed plugins providing any."""
+    """List backends, clients, resources, faults and checks, and the installed plugins."""
     try:
         backends = catalog.backends()
         resources = catalog.resources()
         fault_table = faults()
-    except catalog.CatalogError as e:
+        checks = check_registry.checks()
+    except (catalog.CatalogError, check_registry.CheckRegistryError) as e:
         err.print(f"[bold red]error:[/] {e}", soft_wrap=True)
         raise typer.Exit(3) from None
     out.print("backends (clients, default first):")
@@ -27,7 +29,11 @@ def plugins() -> None:
         out.print(f"  {b.name}: {', '.join(b.client_names)}", soft_wrap=True)
     out.print("resources: " + ", ".join(resources), soft_wrap=True)
     out.print("faults: " + ", ".join(fault_table), soft_wrap=True)
-    found = [p for g in catalog.GROUPS for p in catalog.plugins(g)]
+    out.print("checks (violation kinds):")
+    for c in checks:
+        out.print(f"  {c.name}: {', '.join(k.name for k in c.kinds)}", soft_wrap=True)
+    groups = (*catalog.GROUPS, check_registry.ENTRY_POINT_GROUP)
+    found = [p for g in groups for p in catalog.plugins(g)]
     out.print("installed plugins:" + ("" if found else " none"))
     for p in found:
         out.print(f"  {p.group}: {p.name} = {p.value} ({p.dist or 'unknown distribution'})",

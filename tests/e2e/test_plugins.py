@@ -1,6 +1,7 @@
-"""A plugin package from outside the tree (tests/plugin_pkg: a lock client and a fault) is
-pip-installed into the test venv, listed by `fencecheck plugins`, and driven end to end by
-`fencecheck run`; a fault a runtime cannot host is refused up front."""
+"""A plugin package from outside the tree (tests/plugin_pkg: a lock client, a fault and a check)
+is pip-installed into the test venv, listed by `fencecheck plugins`, and driven end to end by
+`fencecheck run` (the check judges the run, and its kind is a column of the comparison); a fault
+a runtime cannot host is refused up front."""
 
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ def test_plugins_lists_the_installed_client_and_fault(plugin: None) -> None:
     r = run_fencecheck("plugins", timeout=60)
     assert r.returncode == 0, r.stderr
     assert "fencecheck.clients: demo-setnx" in r.stdout and DIST in r.stdout
-    assert "fencecheck.nemesis.faults: freeze-all" in r.stdout
+    assert "fencecheck.faults: freeze-all" in r.stdout
+    assert "fencecheck.checks: demo-acquires" in r.stdout
+    assert "  demo-acquires: demo-unseen" in r.stdout  # the check with its kinds
     redis_line = next(x for x in r.stdout.splitlines() if x.strip().startswith("redis:"))
     assert redis_line.strip().endswith("demo-setnx")  # appended: the default stays first
 
@@ -72,3 +75,9 @@ def test_plugin_client_and_fault_run_end_to_end(plugin: None, tmp_path: Path) ->
     assert any(e["f"] == "start-freeze-all" and e["value"]["frozen"] == ["c1", "c2", "c3"]
                for e in faults), faults
     assert any(e["f"] == "stop-freeze-all" for e in faults)
+    demo = json.loads((run_dir / "results.json").read_text())["checks"]["demo-acquires"]
+    assert demo["valid"] is True and demo["acquired"] == len(grants)
+    r = run_fencecheck("compare", str(tmp_path), "--out", str(tmp_path / "cmp"), timeout=120)
+    assert r.returncode == 0, r.stderr
+    header = (tmp_path / "cmp" / "compare.csv").read_text().splitlines()[0].split(",")
+    assert "demo-unseen" in header and "duplicate-effect" in header

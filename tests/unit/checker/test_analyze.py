@@ -94,7 +94,7 @@ def test_a_crashing_check_is_unknown_not_a_pass(monkeypatch: pytest.MonkeyPatch)
         raise RuntimeError("bug")
 
     ops = load_ops(DATA / "fence-rejected-writes.jsonl")
-    monkeypatch.setattr("fencecheck.checker.analyze.counter", crash)
+    monkeypatch.setattr("fencecheck.checker.counter.counter", crash)  # what its CHECK runs
     results = analyze(ops)
     assert results.checks["counter"].valid == "unknown"
     assert results.checks["counter"].details["error"] == "RuntimeError: bug"
