@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.reports.compare import ExpectedRow, compare, csv_safe, summarize
+from fencecheck.reports.compare import KINDS, ExpectedRow, compare, csv_safe, summarize
 from fencecheck.reports.junit import write_junit
 from fencecheck.reports.rundata import ReportError, find_runs
 from tests.reports.conftest import ARTIFACTS, Browser
@@ -34,8 +34,10 @@ def test_summary_counts_kinds_latency_and_first_violation(store: Path) -> None:
         "stale-write-accepted": 1,
         "interleaved-writes": 1,
         "lost-update": 1,
+        "duplicate-effect": 0,  # a column for every kind the checks declare, found or not
         "not-linearizable": 1,
     }
+    assert list(s.violations) == list(KINDS)  # in the checks' order
     assert s.first_violation_s == pytest.approx(1.2)  # the linearizability counterexample's op
     assert s.ok_frac == pytest.approx(25 / 28)
     assert s.p50_ms == pytest.approx(3.0) and s.p99_ms == pytest.approx(60.0)
