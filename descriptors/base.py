@@ -18,7 +18,6 @@ FAILOVER = "failover"  # FailsOver: a primary that replicas take over from
 RUNTIMES: tuple[str, ...] = ("netns", "docker", "ssh")
 
 
-
 class CatalogError(ValueError):
     """A plugin's entry point does not load or is not the descriptor its group expects."""
 
@@ -35,11 +34,31 @@ class Need:
 
 
 @dataclass(frozen=True, slots=True)
+class Program:
+    """A client program shipped in workloads/clients/<source>/, built by scripts/build-clients.sh
+    (workloads/clients/build.py turns this into its build steps, cached by source hash).
+    `build`: its toolchain, "go", "maven", "npm" or "javac" (against Debian's jars); `entry`:
+    its binary (go), main class (java) or script (npm); `args`: what follows on its command
+    line; `shared`: library folders it uses beyond its language's stdio library; `pins`: the
+    dependency whose pinned version the comparison names, as (its name in the program's go.mod,
+    pom.xml or package.json, the label shown)."""
+
+    source: str
+    build: str
+    entry: str
+    args: tuple[str, ...] = ()
+    shared: tuple[str, ...] = ()
+    pins: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ClientDescriptor:
     """A lock client a worker can build: `spec` is its "module:Class", constructed with one
     argument, the options mapping. `token` says what its grants' token means (None: no token).
     `settings_check`: a "module:function" called with (client options, lease_ms) before a run
-    creates anything; a WorkloadError it raises (settings its library refuses) is exit 3."""
+    creates anything; a WorkloadError it raises (settings its library refuses) is exit 3.
+    `program`: the program a shipped client runs (declared here once: its build, its class and
+    its row in the comparison all come from this)."""
 
     name: str
     spec: str
@@ -48,6 +67,12 @@ class ClientDescriptor:
     settings_check: str | None = None
     # What its workers add to the backend's weight (a JVM per worker: 1; see BackendDescriptor).
     weight: int = 0
+    # The comparison's words for it (docs/comparison.md, recorded in test.json's versions), and
+    # the Python distribution whose installed version they name, if any.
+    library: str = ""
+    dist: str | None = None
+    # A shipped program (its `spec` is then the generic ShippedClient, which runs its build).
+    program: Program | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,37 +2,83 @@
 
 from __future__ import annotations
 
-from fencecheck.descriptors.base import KILL, PAUSE, BackendDescriptor, ClientDescriptor, Need
+from fencecheck.descriptors.base import (
+    KILL,
+    PAUSE,
+    BackendDescriptor,
+    ClientDescriptor,
+    Need,
+    Program,
+)
 
 BACKEND = BackendDescriptor(
     name="etcd",
     summary="an etcd cluster (3 or 5 members)",
     service="fencecheck.clusters.services.etcd:EtcdService",
     clients=(
-        ClientDescriptor("etcd", "fencecheck.workloads.clients.etcd:EtcdClient",
-                         token="the lock key's create revision"),
-        ClientDescriptor("etcd-election", "fencecheck.workloads.clients.leader:EtcdElectionClient",
-                         token="the leader key's create revision"),
+        ClientDescriptor(
+            "etcd",
+            "fencecheck.workloads.clients.etcd:EtcdClient",
+            library="etcd lease + v3 lock API (JSON gateway)",
+            dist="httpx",
+            token="the lock key's create revision",
+        ),
+        ClientDescriptor(
+            "etcd-election",
+            "fencecheck.workloads.clients.leader:EtcdElectionClient",
+            library="etcd lease + v3 election API (JSON gateway)",
+            dist="httpx",
+            token="the leader key's create revision",
+        ),
         # etcd's Go concurrency.Mutex, a program built by scripts/build-clients.sh
-        ClientDescriptor("etcd-go", "fencecheck.workloads.clients.third_party:EtcdGoClient",
-                         token="the lock key's create revision", workloads=frozenset({"lock"})),
-        ClientDescriptor("etcd-careless",
+        ClientDescriptor(
+            "etcd-go",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="etcd Go `concurrency.Mutex`",
+            program=Program(
+                "go", "go", "etcd-client", pins=("go.etcd.io/etcd/client/v3", "etcd client")
+            ),
+            token="the lock key's create revision",
+            workloads=frozenset({"lock"}),
+        ),
+        ClientDescriptor(
+            "etcd-careless",
             "fencecheck.workloads.clients.careless:CarelessEtcdClient",
-                         token="as etcd (--client-opt careless=STEP,...)"),
-        ClientDescriptor("etcd3", "fencecheck.workloads.clients.pylib:Etcd3Client", token=None),
+            library="etcd, careless (plain delete, blind renew, works on)",
+            dist="httpx",
+            token="as etcd (--client-opt careless=STEP,...)",
+        ),
+        ClientDescriptor(
+            "etcd3",
+            "fencecheck.workloads.clients.pylib:Etcd3Client",
+            library="python-etcd3 `Lock` (gRPC)",
+            dist="etcd3",
+            token=None,
+        ),
         # etcd's Go concurrency.Election, a program built by scripts/build-clients.sh
-        ClientDescriptor("etcd-go-election",
-                         "fencecheck.workloads.clients.third_party:EtcdGoElectionClient",
-                         token="the leader key's create revision",
-                         workloads=frozenset({"leader"})),
+        ClientDescriptor(
+            "etcd-go-election",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="etcd Go `concurrency.Election`",
+            program=Program(
+                "go/election",
+                "go",
+                "etcd-election",
+                pins=("go.etcd.io/etcd/client/v3", "etcd client"),
+            ),
+            token="the leader key's create revision",
+            workloads=frozenset({"leader"}),
+        ),
     ),
     token="create revision",
     nodes=3,
     weight=2,  # three etcd members
     capabilities=frozenset({PAUSE, KILL}),
     service_args=frozenset({"env_for", "ledger"}),
-    needs=(Need("etcd", binary="etcd", package="etcd-server"),
-           Need("etcdctl", binary="etcdctl", package="etcd-client")),
+    needs=(
+        Need("etcd", binary="etcd", package="etcd-server"),
+        Need("etcdctl", binary="etcdctl", package="etcd-client"),
+    ),
     version_argv=("etcd", "--version"),
     python_libs=("httpx", "etcd3"),
     clock_refusal=(

@@ -5,21 +5,39 @@ from __future__ import annotations
 
 import sys
 
-from fencecheck.descriptors.base import KILL, PAUSE, BackendDescriptor, ClientDescriptor, Need
+from fencecheck.descriptors.base import (
+    KILL,
+    PAUSE,
+    BackendDescriptor,
+    ClientDescriptor,
+    Need,
+    Program,
+)
 
 BACKEND = BackendDescriptor(
     name="kubernetes",
     summary="Kubernetes Leases on kube-apiservers over etcd (3 nodes)",
     service="fencecheck.clusters.services.kube_apiserver:KubeApiserverService",
     clients=(
-        ClientDescriptor("kubernetes-python",
-                         "fencecheck.workloads.clients.kube_lease:KubernetesPythonClient",
-                         token="the Lease's resourceVersion of the winning write",
-                         workloads=frozenset({"lock", "leader"}),
-                         settings_check="fencecheck.workloads.clients.kube_lease:check_settings"),
-        ClientDescriptor("client-go", "fencecheck.workloads.clients.third_party:ClientGoClient",
-                         token="the Lease's resourceVersion of the winning write",
-                         workloads=frozenset({"lock", "leader"})),
+        ClientDescriptor(
+            "kubernetes-python",
+            "fencecheck.workloads.clients.kube_lease:KubernetesPythonClient",
+            library="kubernetes `leaderelection` over a Lease",
+            dist="kubernetes",
+            token="the Lease's resourceVersion of the winning write",
+            workloads=frozenset({"lock", "leader"}),
+            settings_check="fencecheck.workloads.clients.kube_lease:check_settings",
+        ),
+        ClientDescriptor(
+            "client-go",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="client-go `leaderelection` with a `LeaseLock`",
+            program=Program(
+                "go/client-go", "go", "client-go-lease", pins=("k8s.io/client-go", "client-go")
+            ),
+            token="the Lease's resourceVersion of the winning write",
+            workloads=frozenset({"lock", "leader"}),
+        ),
     ),
     token="the Lease's resourceVersion",
     nodes=3,
@@ -29,8 +47,10 @@ BACKEND = BackendDescriptor(
     # The API servers run the binary from this machine's build cache, which only the netns
     # runtime's nodes share.
     runtimes=frozenset({"netns"}),
-    needs=(Need("etcd", binary="etcd", package="etcd-server"),
-           Need("etcdctl", binary="etcdctl", package="etcd-client")),
+    needs=(
+        Need("etcd", binary="etcd", package="etcd-server"),
+        Need("etcdctl", binary="etcdctl", package="etcd-client"),
+    ),
     # The pinned release (the binary is not on PATH: it is in the build cache).
     version_argv=(sys.executable, "-m", "fencecheck.clusters.services.kube_build", "--version"),
     python_libs=("kubernetes",),

@@ -4,22 +4,42 @@ workloads/clients/pg_advisory.py) are what take a lock from a holder it cannot r
 
 from __future__ import annotations
 
-from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, Need
+from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, Need, Program
 
 BACKEND = BackendDescriptor(
     name="postgres-advisory",
     summary="PostgreSQL 15 session-level advisory locks (pg_try_advisory_lock)",
     service="fencecheck.clusters.services.postgres:PostgresService",
     clients=(
-        ClientDescriptor("pg-advisory", "fencecheck.workloads.clients.pg_advisory:PgAdvisoryClient",
-                         token=None),
-        ClientDescriptor("pg-advisory-counter",
-                         "fencecheck.workloads.clients.pg_advisory:PgAdvisoryCounterClient",
-                         token="a per-lock counter bumped in the statement that takes the lock"),
-        ClientDescriptor("shedlock-jdbc",
-            "fencecheck.workloads.clients.third_party:ShedLockJdbcClient",
-                         # built: build-clients.sh
-                         token=None, workloads=frozenset({"cron"}), weight=1),
+        ClientDescriptor(
+            "pg-advisory",
+            "fencecheck.workloads.clients.pg_advisory:PgAdvisoryClient",
+            library="`pg_try_advisory_lock`, session-level",
+            dist="psycopg",
+            token=None,
+        ),
+        ClientDescriptor(
+            "pg-advisory-counter",
+            "fencecheck.workloads.clients.pg_advisory:PgAdvisoryCounterClient",
+            library="advisory lock + fencing counter bumped inside it",
+            dist="psycopg",
+            token="a per-lock counter bumped in the statement that takes the lock",
+        ),
+        ClientDescriptor(
+            "shedlock-jdbc",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="ShedLock, `JdbcTemplateLockProvider` on PostgreSQL",
+            program=Program(
+                "java/shedlock-jdbc",
+                "maven",
+                "ShedLockJdbcClient",
+                shared=("java/shedlock-common",),
+                pins=("shedlock-provider-jdbc-template", "shedlock"),
+            ),
+            token=None,
+            workloads=frozenset({"cron"}),
+            weight=1,
+        ),
     ),
     token="pg-advisory-counter: yes",
     nodes=1,

@@ -9,37 +9,95 @@ from fencecheck.descriptors.base import (
     BackendDescriptor,
     ClientDescriptor,
     Need,
+    Program,
 )
 
 REDIS_NEEDS = (Need("redis", binary="redis-server", package="redis-server"),)
 REDIS_VERSION = ("redis-server", "--version")
+# Redisson's RLock and RFencedLock, one program (its mode the first argument); the redis-sentinel
+# backend drives the same program through the sentinels.
+REDISSON_LOCK = Program(
+    "java/redisson", "maven", "RedissonLockClient", ("lock",), pins=("redisson", "redisson")
+)
+REDISSON_FENCED = Program(
+    "java/redisson", "maven", "RedissonLockClient", ("fenced",), pins=("redisson", "redisson")
+)
 
 BACKEND = BackendDescriptor(
     name="redis",
     summary="a single redis-server",
     service="fencecheck.clusters.services.redis:RedisService",
     clients=(
-        ClientDescriptor("redis-setnx", "fencecheck.workloads.clients.redis:SetnxClient",
-                         token="INCR of a per-lock counter in the SET NX script"),
-        ClientDescriptor("redis-py", "fencecheck.workloads.clients.redis:RedisPyClient",
-                         token=None),
-        ClientDescriptor("redis-lease", "fencecheck.workloads.clients.leader:RedisLeaseClient",
-                         token="INCR of a per-lock counter in the SET NX script"),
-        ClientDescriptor("redis-setnx-careless",
-                         "fencecheck.workloads.clients.careless:CarelessSetnxClient",
-                         token="as redis-setnx (--client-opt careless=STEP,...)"),
-        ClientDescriptor("python-redis-lock",
-                         "fencecheck.workloads.clients.pylib:PythonRedisLockClient", token=None),
+        ClientDescriptor(
+            "redis-setnx",
+            "fencecheck.workloads.clients.redis:SetnxClient",
+            library="SET NX PX + INCR token in one script",
+            dist="redis",
+            token="INCR of a per-lock counter in the SET NX script",
+        ),
+        ClientDescriptor(
+            "redis-py",
+            "fencecheck.workloads.clients.redis:RedisPyClient",
+            library="redis-py `redis.lock.Lock`",
+            dist="redis",
+            token=None,
+        ),
+        ClientDescriptor(
+            "redis-lease",
+            "fencecheck.workloads.clients.leader:RedisLeaseClient",
+            library="redis-py lease loop",
+            dist="redis",
+            token="INCR of a per-lock counter in the SET NX script",
+        ),
+        ClientDescriptor(
+            "redis-setnx-careless",
+            "fencecheck.workloads.clients.careless:CarelessSetnxClient",
+            library="redis-setnx, careless (plain DEL, blind renew, works on)",
+            dist="redis",
+            token="as redis-setnx (--client-opt careless=STEP,...)",
+        ),
+        ClientDescriptor(
+            "python-redis-lock",
+            "fencecheck.workloads.clients.pylib:PythonRedisLockClient",
+            library="python-redis-lock `Lock(auto_renewal=True)`",
+            dist="python-redis-lock",
+            token=None,
+        ),
         # Redisson's RLock and RFencedLock (watchdog renewal), built by scripts/build-clients.sh
-        ClientDescriptor("redisson", "fencecheck.workloads.clients.third_party:RedissonClient",
-                         token=None, workloads=frozenset({"lock"}), weight=1),
-        ClientDescriptor("redisson-fenced",
-                         "fencecheck.workloads.clients.third_party:RedissonFencedClient",
-                         token="RFencedLock's fencing token (INCR per grant)",
-                         workloads=frozenset({"lock"}), weight=1),
+        ClientDescriptor(
+            "redisson",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Redisson `RLock` (watchdog)",
+            program=REDISSON_LOCK,
+            token=None,
+            workloads=frozenset({"lock"}),
+            weight=1,
+        ),
+        ClientDescriptor(
+            "redisson-fenced",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Redisson `RFencedLock` (its token)",
+            program=REDISSON_FENCED,
+            token="RFencedLock's fencing token (INCR per grant)",
+            workloads=frozenset({"lock"}),
+            weight=1,
+        ),
         # ShedLock's Redis provider (scheduled jobs run once), built by scripts/build-clients.sh
-        ClientDescriptor("shedlock", "fencecheck.workloads.clients.third_party:ShedLockClient",
-                         token=None, workloads=frozenset({"cron"}), weight=1),
+        ClientDescriptor(
+            "shedlock",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="ShedLock, Redis provider (Spring Data Redis)",
+            program=Program(
+                "java/shedlock",
+                "maven",
+                "ShedLockClient",
+                shared=("java/shedlock-common",),
+                pins=("shedlock-provider-redis-spring", "shedlock"),
+            ),
+            token=None,
+            workloads=frozenset({"cron"}),
+            weight=1,
+        ),
     ),
     token="setnx: yes",
     nodes=1,

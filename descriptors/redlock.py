@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from fencecheck.descriptors.base import CLOCK, KILL, PAUSE, BackendDescriptor, ClientDescriptor
+from fencecheck.descriptors.base import (
+    CLOCK,
+    KILL,
+    PAUSE,
+    BackendDescriptor,
+    ClientDescriptor,
+    Program,
+)
 from fencecheck.descriptors.redis import REDIS_NEEDS, REDIS_VERSION
 
 BACKEND = BackendDescriptor(
@@ -10,19 +17,50 @@ BACKEND = BackendDescriptor(
     summary="independent redis masters (5 by default)",
     service="fencecheck.clusters.services.redis:RedisService",
     clients=(
-        ClientDescriptor("redlock-ref", "fencecheck.workloads.clients.redlock:RedlockRefClient",
-                         token=None),
-        ClientDescriptor("redlock", "fencecheck.workloads.clients.redlock:PotteryRedlockClient",
-                         token=None),
+        ClientDescriptor(
+            "redlock-ref",
+            "fencecheck.workloads.clients.redlock:RedlockRefClient",
+            library="the published Redlock algorithm (reference client)",
+            dist="redis",
+            token=None,
+        ),
+        ClientDescriptor(
+            "redlock",
+            "fencecheck.workloads.clients.redlock:PotteryRedlockClient",
+            library="pottery `Redlock`",
+            dist="pottery",
+            token=None,
+        ),
         # npm redlock + ioredis, a program built by scripts/build-clients.sh
-        ClientDescriptor("node-redlock",
-            "fencecheck.workloads.clients.third_party:NodeRedlockClient",
-                         token=None, workloads=frozenset({"lock"})),
-        ClientDescriptor("aioredlock", "fencecheck.workloads.clients.pylib:AioredlockClient",
-                         token=None),
+        ClientDescriptor(
+            "node-redlock",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="npm `redlock` over ioredis",
+            program=Program("node", "npm", "redlock-client.js", pins=("redlock", "redlock")),
+            token=None,
+            workloads=frozenset({"lock"}),
+        ),
+        ClientDescriptor(
+            "aioredlock",
+            "fencecheck.workloads.clients.pylib:AioredlockClient",
+            library="aioredlock `Aioredlock.lock` (watchdog)",
+            dist="aioredlock",
+            token=None,
+        ),
         # go-redsync (Redlock in Go), a program built by scripts/build-clients.sh
-        ClientDescriptor("go-redsync", "fencecheck.workloads.clients.third_party:GoRedsyncClient",
-                         token=None, workloads=frozenset({"lock"})),
+        ClientDescriptor(
+            "go-redsync",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="go-redsync `Mutex` (Redlock in Go)",
+            program=Program(
+                "go/redsync",
+                "go",
+                "redsync-client",
+                pins=("github.com/go-redsync/redsync/v4", "redsync"),
+            ),
+            token=None,
+            workloads=frozenset({"lock"}),
+        ),
     ),
     token="none",
     nodes=5,

@@ -9,6 +9,7 @@ from fencecheck.descriptors.base import (
     BackendDescriptor,
     ClientDescriptor,
     Need,
+    Program,
 )
 
 BACKEND = BackendDescriptor(
@@ -16,22 +17,40 @@ BACKEND = BackendDescriptor(
     summary="a ZooKeeper ensemble (3 or 5 servers)",
     service="fencecheck.clusters.services.zookeeper:ZookeeperService",
     clients=(
-        ClientDescriptor("zookeeper", "fencecheck.workloads.clients.zk:ZkClient",
-                         token="the lock node's czxid"),
-        ClientDescriptor("zookeeper-election",
-                         "fencecheck.workloads.clients.leader:ZkElectionClient",
-                         token="the election node's czxid"),
+        ClientDescriptor(
+            "zookeeper",
+            "fencecheck.workloads.clients.zk:ZkClient",
+            library="kazoo `Lock`",
+            dist="kazoo",
+            token="the lock node's czxid",
+        ),
+        ClientDescriptor(
+            "zookeeper-election",
+            "fencecheck.workloads.clients.leader:ZkElectionClient",
+            library="kazoo `Election`",
+            dist="kazoo",
+            token="the election node's czxid",
+        ),
         # Apache Curator's InterProcessMutex, a program built by scripts/build-clients.sh
-        ClientDescriptor("curator", "fencecheck.workloads.clients.third_party:CuratorClient",
-                         token="the lock node's czxid", workloads=frozenset({"lock"}), weight=1),
+        ClientDescriptor(
+            "curator",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Apache Curator `InterProcessMutex` (Debian's jars)",
+            program=Program("java", "javac", "CuratorClient"),
+            token="the lock node's czxid",
+            workloads=frozenset({"lock"}),
+            weight=1,
+        ),
     ),
     token="czxid",
     nodes=3,
     weight=2,  # three ZooKeeper JVMs
     capabilities=frozenset({PAUSE, KILL, CLOCK}),
     service_args=frozenset({"env_for", "ledger"}),
-    needs=(Need("java (ZooKeeper)", binary="java", package="default-jre-headless"),
-           Need("zookeeper", path="/usr/share/java/zookeeper.jar", package="zookeeper")),
+    needs=(
+        Need("java (ZooKeeper)", binary="java", package="default-jre-headless"),
+        Need("zookeeper", path="/usr/share/java/zookeeper.jar", package="zookeeper"),
+    ),
     version_argv=("dpkg-query", "-W", "-f=${Version}", "zookeeper"),
     python_libs=("kazoo",),
 )

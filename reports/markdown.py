@@ -19,7 +19,6 @@ import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from msgspec import UNSET
@@ -28,34 +27,6 @@ from fencecheck.records import matrix as matrix_record
 from fencecheck.records import results as results_record
 from fencecheck.records import test as test_record
 from fencecheck.records.test import RunSettings
-
-# client name -> (what it is, the Python distribution whose version the table names, if any)
-LIBRARIES: dict[str, tuple[str, str | None]] = {
-    "redis-setnx": ("SET NX PX + INCR token in one script", "redis"),
-    "redis-py": ("redis-py `redis.lock.Lock`", "redis"),
-    "redis-lease": ("redis-py lease loop", "redis"),
-    "python-redis-lock": ("python-redis-lock `Lock(auto_renewal=True)`", "python-redis-lock"),
-    "redlock-ref": ("the published Redlock algorithm (reference client)", "redis"),
-    "redlock": ("pottery `Redlock`", "pottery"),
-    "aioredlock": ("aioredlock `Aioredlock.lock` (watchdog)", "aioredlock"),
-    "redis-setnx-careless": ("redis-setnx, careless (plain DEL, blind renew, works on)", "redis"),
-    "etcd-careless": ("etcd, careless (plain delete, blind renew, works on)", "httpx"),
-    "redis-sentinel": ("SET NX on the Sentinel primary", "redis"),
-    "etcd": ("etcd lease + v3 lock API (JSON gateway)", "httpx"),
-    "etcd3": ("python-etcd3 `Lock` (gRPC)", "etcd3"),
-    "zookeeper": ("kazoo `Lock`", "kazoo"),
-    "pg-advisory": ("`pg_try_advisory_lock`, session-level", "psycopg"),
-    "pg-advisory-counter": ("advisory lock + fencing counter bumped inside it", "psycopg"),
-    "kubernetes-python": ("kubernetes `leaderelection` over a Lease", "kubernetes"),
-    # Programs built by scripts/build-clients.sh: their versions are pinned in their go.mod / pom.
-    "go-redsync": ("go-redsync `Mutex` (Redlock in Go) [redsync v4.13.0]", None),
-    "etcd-go-election": ("etcd Go `concurrency.Election` [etcd client v3.5.17]", None),
-    "redisson": ("Redisson `RLock` (watchdog) [redisson 3.40.2]", None),
-    "redisson-fenced": ("Redisson `RFencedLock` (its token) [redisson 3.40.2]", None),
-    "shedlock": ("ShedLock, Redis provider (Spring Data Redis) [shedlock 5.10.0]", None),
-    "shedlock-jdbc": ("ShedLock, `JdbcTemplateLockProvider` on PostgreSQL [shedlock 5.10.0]", None),
-    "client-go": ("client-go `leaderelection` with a `LeaseLock` [client-go v0.37.2]", None),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +46,6 @@ class Line:
     met: bool
 
 
-def _version(dist: str | None) -> str:
-    """The " [dist version]" suffix: the distribution the client runs on, as installed here."""
-    if dist is None:
-        return ""
-    try:
-        return f" [{dist} {metadata.version(dist)}]"
-    except metadata.PackageNotFoundError:
-        return f" [{dist}]"
-
-
 def lines(out_dir: Path) -> list[Line]:
     """One `Line` per row of the matrix output in out_dir (rows whose runs left no test.json
     are reported with what matrix.json knows)."""
@@ -92,13 +53,17 @@ def lines(out_dir: Path) -> list[Line]:
     out: list[Line] = []
     for row in matrix.rows:
         config: RunSettings | None = None
+        library: str | None = None
         kinds: set[str] = set()
         firsts: list[float] = []
         found = 0
         for run in row.runs:
             run_dir = Path(run.run_dir) if run.run_dir else None
             if config is None and run_dir is not None and (run_dir / "test.json").is_file():
-                config = test_record.read(run_dir / "test.json").settings
+                test = test_record.read(run_dir / "test.json")
+                config = test.settings
+                if test.versions is not UNSET:
+                    library = test.versions.get("client")
             if run.verdict != "invalid":
                 continue
             found += 1
@@ -109,10 +74,11 @@ def lines(out_dir: Path) -> list[Line]:
                     firsts.append(first / 1e9)
         cfg = config or RunSettings()
         client = "?" if cfg.client is UNSET else cfg.client
-        what, dist = LIBRARIES.get(client, (client, None))
+        # The client in the comparison's words, as the run recorded them from its descriptor
+        # (test.json's versions; runs of earlier releases recorded none: then its name).
         opts = {} if cfg.client_options is UNSET else cfg.client_options
         out.append(Line(
-            row=row.row, library=what + _version(dist), client=client,
+            row=row.row, library=library or client, client=client,
             backend="?" if cfg.backend is UNSET else cfg.backend,
             fault="+".join(cfg.nemesis if cfg.nemesis is not UNSET and cfg.nemesis else ["?"]),
             fenced=cfg.fencing is True,

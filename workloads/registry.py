@@ -63,8 +63,12 @@ def _resolve(kind: str, table: Mapping[str, str], name: str) -> type[Any]:
 
 def make_client(name: str, options: Mapping[str, Any]) -> LockClient:
     """Build the lock client called `name` (or a plugin "module:Class") from `options`."""
-    cls = _resolve("client", {c.name: c.spec for c in catalog.clients().values()}, name)
+    clients = catalog.clients()
+    cls = _resolve("client", {c.name: c.spec for c in clients.values()}, name)
     log.debug("client %s -> %s.%s", name, cls.__module__, cls.__qualname__)
+    desc = clients.get(name)
+    if desc is not None and desc.program is not None:  # a shipped program: its build by name
+        options = {**options, "program": name}
     return cast(LockClient, cls(options))
 
 

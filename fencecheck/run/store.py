@@ -17,7 +17,7 @@ import os
 import platform
 import subprocess
 import time
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,10 @@ def _first_line(argv: list[str]) -> str | None:
     return text.splitlines()[0] if text else None
 
 
-def versions(backend: str) -> dict[str, str | None]:
+def versions(backend: str, client: str | None = None) -> dict[str, str | None]:
+    """What ran, for test.json: fencecheck, Python, the kernel, the backend's server, the Python
+    lock libraries, and under "client" the lock client in the comparison's words with the
+    version it ran (its Python distribution's, or what its shipped program pins)."""
     out: dict[str, str | None] = {
         "fencecheck": version("fencecheck"),
         "python": platform.python_version(),
@@ -87,4 +90,21 @@ def versions(backend: str) -> dict[str, str | None]:
     for lib in (*libs, "psycopg"):
         with contextlib.suppress(Exception):
             out[f"py:{lib}"] = version(lib)
+    desc = next((c for c in b.clients if c.name == client), None) if b is not None else None
+    if desc is not None and desc.library:
+        out["client"] = desc.library + _client_version(desc.name, desc.dist)
     return out
+
+
+def _client_version(name: str, dist: str | None) -> str:
+    """" [dist version]" for a client on a Python distribution, " [label version]" for a
+    shipped program that pins one, else ""."""
+    if dist is not None:
+        try:
+            return f" [{dist} {version(dist)}]"
+        except PackageNotFoundError:
+            return f" [{dist}]"
+    from fencecheck.workloads.clients.build import pinned
+
+    pin = pinned(name)
+    return f" [{pin}]" if pin else ""

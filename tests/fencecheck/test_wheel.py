@@ -9,7 +9,8 @@ import zipfile
 from pathlib import Path
 
 from fencecheck.clusters.services import kube_build
-from fencecheck.workloads.clients import build, third_party
+from fencecheck.descriptors import catalog
+from fencecheck.workloads.clients import build
 from tests.api.test_clean_venv import _build_wheel
 
 PKG = Path(build.__file__).resolve().parents[2]  # the folder fencecheck/ links into
@@ -32,9 +33,9 @@ def _hashed_files(b: build.ClientBuild) -> list[Path]:
 
 
 def test_the_wheel_has_every_client_source_and_build_manifest(tmp_path: Path) -> None:
-    shipped = {c.build_name for c in vars(third_party).values()
-               if isinstance(c, type) and issubclass(c, third_party._Shipped) and c.build_name}
-    assert shipped and shipped <= set(build.BUILDS), "a shipped client has no build recipe"
+    shipped = {c.name for c in catalog.clients().values()
+               if c.spec.endswith(":ShippedClient")}
+    assert shipped and shipped == set(build.BUILDS), "a shipped client has no build recipe"
     with zipfile.ZipFile(_build_wheel(tmp_path)) as whl:
         files = set(whl.namelist())
     missing: list[str] = []

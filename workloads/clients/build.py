@@ -9,20 +9,28 @@ a changed source or library gets a new folder, an unchanged one is a no-op. A bu
 temporary folder first and is renamed into place only when it succeeded, so a half-built client
 is never found (fencecheck.toolchain.cache, the runner kube-apiserver's build uses too).
 `command(name)` is the argv that runs a built client, or `NotBuilt` saying how to build it.
+A shipped client is declared once, by the `program` of its ClientDescriptor (descriptors/): its
+build here, its class (third_party.ShippedClient) and its comparison row (`pinned`) follow.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import logging
+import re
 import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache as memo
 from pathlib import Path
+from typing import Any
 
+from fencecheck.descriptors import catalog
+from fencecheck.descriptors.base import Program
 from fencecheck.toolchain import cache
 from fencecheck.workloads.base import WorkloadError
 
@@ -93,35 +101,89 @@ def _maven(name: str, source: str, main: str, *args: str,
                        lambda d: [*_java_run(d), main, *args], "mvn+javac v2", shared)
 
 
-BUILDS: dict[str, ClientBuild] = {b.name: b for b in (
-    ClientBuild(
-        "node-redlock", "node",
+def _npm(name: str, source: str, script: str) -> ClientBuild:
+    return ClientBuild(
+        name, source,
         lambda d: [["npm", "ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"]],
-        lambda d: ["node", str(d / "redlock-client.js")],
-        "npm ci v1"),
-    ClientBuild(
-        "curator", "java", lambda d: [_javac(d, JAVA_CLASSPATH, "CuratorClient", (JAVA_STDIO,))],
+        lambda d: ["node", str(d / script)], "npm ci v1")
+
+
+def _debian_javac(name: str, source: str, main: str) -> ClientBuild:
+    return ClientBuild(
+        name, source, lambda d: [_javac(d, JAVA_CLASSPATH, main, (JAVA_STDIO,))],
         lambda d: ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                   "-cp", f"{d / 'classes'}:{JAVA_CLASSPATH}", "CuratorClient"],
-        "javac v2 " + JAVA_CLASSPATH, (JAVA_STDIO,)),
-    _go("etcd-go", "go", "etcd-client"),
-    # issue 19: Go and JVM lock libraries (workloads/clients/third_party.py)
-    _go("go-redsync", "go/redsync", "redsync-client"),
-    _go("etcd-go-election", "go/election", "etcd-election"),
-    _go("client-go", "go/client-go", "client-go-lease"),
-    _maven("redisson", "java/redisson", "RedissonLockClient", "lock"),
-    _maven("redisson-fenced", "java/redisson", "RedissonLockClient", "fenced"),
-    _maven("shedlock", "java/shedlock", "ShedLockClient", shared=(JAVA_STDIO, SHEDLOCK)),
-    _maven("shedlock-jdbc", "java/shedlock-jdbc", "ShedLockJdbcClient",
-           shared=(JAVA_STDIO, SHEDLOCK)),
-)}
+                   "-cp", f"{d / 'classes'}:{JAVA_CLASSPATH}", main],
+        "javac v2 " + JAVA_CLASSPATH, (JAVA_STDIO,))
+
+
+def client_build(name: str, program: Program) -> ClientBuild:
+    """The build of a shipped client from its descriptor's `program`."""
+    if program.build == "go":
+        return _go(name, program.source, program.entry)
+    if program.build == "maven":
+        return _maven(name, program.source, program.entry, *program.args,
+                      shared=(JAVA_STDIO, *program.shared))
+    if program.build == "npm":
+        return _npm(name, program.source, program.entry)
+    if program.build == "javac":
+        return _debian_javac(name, program.source, program.entry)
+    raise WorkloadError(f"client {name!r}: unknown program build {program.build!r} "
+                        "(go, maven, npm or javac)")
+
+
+def programs() -> dict[str, Program]:
+    """Every shipped client's program, by client name, from the descriptors (a client on two
+    backends, like redisson, declares one program)."""
+    out: dict[str, Program] = {}
+    for backend in catalog.backends().values():
+        for c in backend.clients:
+            if c.program is not None:
+                out.setdefault(c.name, c.program)
+    return out
+
+
+@memo
+def _builds() -> dict[str, ClientBuild]:
+    return {n: client_build(n, p) for n, p in programs().items()}
+
+
+def __getattr__(name: str) -> Any:
+    # BUILDS is derived from the descriptors when first asked for (importing this module must
+    # not load plugins: a broken one is reported where the catalog is read).
+    if name == "BUILDS":
+        return _builds()
+    raise AttributeError(name)
+
+
+def pinned(name: str) -> str | None:
+    """"label version" of the dependency a shipped client's descriptor pins (read from its
+    go.mod, pom.xml or package.json), None if it names none or the manifest lacks it."""
+    program = programs().get(name)
+    if program is None or program.pins is None:
+        return None
+    dep, label = program.pins
+    folder = HERE / program.source
+    found: str | None = None
+    if (folder / "go.mod").is_file():
+        m = re.search(rf"^\s*(?:require\s+)?{re.escape(dep)}\s+(v\S+)",
+                      (folder / "go.mod").read_text(), re.M)
+        found = m.group(1) if m else None
+    elif (folder / "pom.xml").is_file():
+        m = re.search(rf"<artifactId>{re.escape(dep)}</artifactId>\s*<version>([^<]+)</version>",
+                      (folder / "pom.xml").read_text())
+        found = m.group(1).strip() if m else None
+    elif (folder / "package.json").is_file():
+        deps = json.loads((folder / "package.json").read_text()).get("dependencies", {})
+        found = deps.get(dep)
+    return f"{label} {found}" if found else None
 
 
 def _nested(build: ClientBuild) -> set[str]:
     """Other clients' and the libraries' source folders inside this one's (go/redsync and
     go/stdio in go): not its source (a library is hashed and copied under its own name)."""
     prefix = build.source + "/"
-    inside = [b.source for b in BUILDS.values()] + [s for b in BUILDS.values() for s in b.shared]
+    builds = _builds().values()
+    inside = [b.source for b in builds] + [s for b in builds for s in b.shared]
     return {s.removeprefix(prefix).split("/")[0] for s in inside if s.startswith(prefix)}
 
 
@@ -148,11 +210,12 @@ def build_dir(name: str) -> Path:
 
 
 def _get(name: str) -> ClientBuild:
+    builds = _builds()
     try:
-        return BUILDS[name]
+        return builds[name]
     except KeyError:
         raise WorkloadError(f"unknown shipped client {name!r}; known: "
-                            f"{', '.join(BUILDS)}") from None
+                            f"{', '.join(builds)}") from None
 
 
 def command(name: str) -> list[str]:
@@ -181,11 +244,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fencecheck.workloads.clients.build",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    builds = _builds()
     parser.add_argument("names", nargs="*", help=f"clients to build (default all: "
-                        f"{', '.join(BUILDS)})")
+                        f"{', '.join(builds)})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    for name in args.names or list(BUILDS):
+    for name in args.names or list(builds):
         t = time.monotonic()
         try:
             folder, built = build(name)

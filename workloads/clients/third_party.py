@@ -1,6 +1,7 @@
-"""The shipped third-party lock libraries, each a `StdioClient` running its built program
-(workloads/clients/build.py; built by scripts/build-clients.sh). `check_ready` refuses a client
-that cannot start, before a run creates anything.
+"""The shipped third-party lock libraries: `ShippedClient`, a `StdioClient` running the built
+program its descriptor declares (descriptors/, `ClientDescriptor.program`; built by
+scripts/build-clients.sh through workloads/clients/build.py). `check_ready` refuses a client
+that cannot start, before a run creates anything. The programs:
 
 - `node-redlock` (npm redlock + ioredis), `curator` (Apache Curator's InterProcessMutex; token =
   the lock node's czxid), `etcd-go` (etcd's client/v3/concurrency Mutex; token = the key's create
@@ -34,72 +35,17 @@ from fencecheck.workloads.clients.build import BUILDS, command
 from fencecheck.workloads.clients.stdio import StdioClient, parse_cmd
 
 
-class _Shipped(StdioClient):
-    build_name = ""
+class ShippedClient(StdioClient):
+    """A shipped program of the stdio protocol, run from its build: which one is the `program`
+    option, the client's name (the worker's client table sets it for every client whose
+    descriptor declares a program)."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        super().__init__({**options, "cmd": command(self.build_name)})
-
-
-class NodeRedlockClient(_Shipped):
-    """npm `redlock` 4 over ioredis, one Redlock over every master; no token."""
-
-    name = build_name = "node-redlock"
-
-
-class CuratorClient(_Shipped):
-    """Apache Curator's InterProcessMutex; token = the lock node's czxid."""
-
-    name = build_name = "curator"
-
-
-class EtcdGoClient(_Shipped):
-    """etcd's Go concurrency.Mutex; token = the lock key's create revision."""
-
-    name = build_name = "etcd-go"
-
-
-class GoRedsyncClient(_Shipped):
-    """go-redsync's Mutex over every master of `redlock`; no token."""
-
-    name = build_name = "go-redsync"
-
-
-class EtcdGoElectionClient(_Shipped):
-    """etcd's Go concurrency.Election; token = the leader key's create revision."""
-
-    name = build_name = "etcd-go-election"
-
-
-class RedissonClient(_Shipped):
-    """Redisson's RLock with its watchdog renewal; no token."""
-
-    name = build_name = "redisson"
-
-
-class RedissonFencedClient(_Shipped):
-    """Redisson's RFencedLock with its watchdog renewal; token = its fencing token."""
-
-    name = build_name = "redisson-fenced"
-
-
-class ShedLockClient(_Shipped):
-    """ShedLock's RedisLockProvider: lockAtMostFor = the lease; no renewal, no token."""
-
-    name = build_name = "shedlock"
-
-
-class ShedLockJdbcClient(_Shipped):
-    """ShedLock's JdbcTemplateLockProvider on PostgreSQL: lockAtMostFor = the lease; client
-    options `use_db_time` (its usingDbTime()) and `locked_by`; no renewal, no token."""
-
-    name = build_name = "shedlock-jdbc"
-
-
-class ClientGoClient(_Shipped):
-    """client-go's LeaderElector over a LeaseLock; token = the Lease's resourceVersion."""
-
-    name = build_name = "client-go"
+        program = options.get("program")
+        if not isinstance(program, str) or not program:
+            raise WorkloadError("a shipped client needs its program's name (option 'program')")
+        self.name = program
+        super().__init__({**options, "cmd": command(program)})
 
 
 def check_ready(client: str, options: Mapping[str, Any]) -> None:

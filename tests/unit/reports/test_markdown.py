@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fencecheck.descriptors import catalog
 from fencecheck.descriptors.catalog import backends
 from fencecheck.fleet.matrix import load_matrix
-from fencecheck.reports.markdown import LIBRARIES, lines, main, render
+from fencecheck.reports.markdown import lines, main, render
 from tests.conftest import REPO
 
 
@@ -68,7 +69,8 @@ def test_the_libraries_example_covers_every_backend_and_lock_library(tmp_path: P
     clients = {c.client_name for c in configs}
     assert {"python-redis-lock", "aioredlock", "etcd3", "pg-advisory",
             "pg-advisory-counter"} <= clients
-    assert clients <= set(LIBRARIES)  # the table names each one
+    described = {c.name for c in catalog.clients().values() if c.library}
+    assert clients <= described  # each one's descriptor gives the table its words
     assert all(len(r.seeds) == 2 for r in m.rows)
     for lib in ("python-redis-lock", "aioredlock", "etcd3", "pg-advisory"):
         expects = {r.expect for r, c in zip(m.rows, configs, strict=True)
@@ -92,3 +94,19 @@ def test_a_row_run_again_later_replaces_the_earlier_run_in_its_place(
     assert "2 of 2 rows met their expectation." in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "pg-advisory" in line]
     assert len(rows) == 2 and "| 1/1 | lost-update | 3.0 s | met |" in rows[0]
+
+
+def test_a_client_is_described_once_by_its_descriptor_with_the_version_it_ran() -> None:
+    from fencecheck.run.store import versions
+
+    assert versions("redis", "redis-setnx")["client"].startswith(
+        "SET NX PX + INCR token in one script [redis ")  # redis-py's installed version
+    # a shipped program: the version its go.mod / pom.xml / package.json pins
+    assert versions("redlock", "go-redsync")["client"] == \
+        "go-redsync `Mutex` (Redlock in Go) [redsync v4.13.0]"
+    assert versions("redis", "redisson")["client"] == \
+        "Redisson `RLock` (watchdog) [redisson 3.40.2]"
+    assert versions("redlock", "node-redlock")["client"] == \
+        "npm `redlock` over ioredis [redlock 4.2.0]"
+    assert versions("kubernetes", "client-go")["client"].endswith("[client-go v0.37.2]")
+    assert "client" not in versions("redis", "no-such-client")
