@@ -26,7 +26,8 @@ from typing import Any
 
 from msgspec import UNSET
 
-from fencecheck.api.recorder import HistoryRecorder, RecorderError
+from fencecheck.api.recorder import HistoryRecorder
+from fencecheck.api.values import RecorderError
 from fencecheck.checker.base import CheckerError, Results
 from fencecheck.run.config import ConfigError
 
