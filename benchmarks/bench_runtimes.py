@@ -62,7 +62,8 @@ def main() -> None:
     }
     closers: list[Callable[[], None]] = []
     if "docker" in runtimes:
-        from fencecheck.clusters.runtimes.docker import DockerRuntime, docker_client
+        from fencecheck.clusters.runtimes.docker import DockerRuntime
+        from fencecheck.clusters.runtimes.docker_host import docker_client
         from fencecheck.clusters.runtimes.image import ensure_image
 
         image = ensure_image(docker_client())

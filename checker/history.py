@@ -4,7 +4,7 @@
 - `pair(events)`: pair invokes with their completions into `Op`s, per process.
 - `load_ops(path)`: read, validate and pair in one pass; the fast path the checker uses.
 - `load_lines(lines, src)`: the same rules for lines already decoded, each with its line number
-  (a JSON document's events: checker.formats).
+  (a JSON document's events: checker.jsondoc).
 - `write_events(path, events)`: the inverse of `read_events`.
 
 Every line goes through the one strict reader (checker.reader: a msgspec schema for the line, a

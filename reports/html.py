@@ -27,7 +27,7 @@ from fencecheck.checker.base import NEMESIS, Op
 from fencecheck.checker.names import ProcessNames, load_names
 from fencecheck.records.base import write_atomic
 from fencecheck.records.results import OpRef, Results, Violation, check_details
-from fencecheck.reports import figures
+from fencecheck.reports import figures, timeline_plot
 from fencecheck.reports.incidents import incident_views
 from fencecheck.reports.rundata import RunData, load_run, store_of, violation_counts
 from fencecheck.reports.timeline import (
@@ -267,7 +267,7 @@ def render_report(run: RunData, plotly_src: str) -> str:
     surely, possibly = held_intervals(ops, end_ns=end_ns)
     n_client = sum(1 for op in ops if op.process != NEMESIS)
     figs = {
-        "timeline": figures.timeline_figure(
+        "timeline": timeline_plot.timeline_figure(
             ops, lanes, surely, possibly, windows, faults, highlight
         ),
         "latency": figures.latency_figure(ops, windows, faults, duration_s),

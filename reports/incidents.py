@@ -132,28 +132,9 @@ def incident_view(incident: Incident, results: Results,
     damaging = {i for _, _, v in vs if (i := _damaging_write(v)) is not None}
     ok_ns = _ns(stale.ok_time_ns) or (stale_op.end_time if stale_op else None) or 0
     end_ns = _ns(stale.surely_held_end_ns) or ok_ns
-    times = [stale_op.time if stale_op else ok_ns, ok_ns, end_ns]
-    times += [by_index[i].end_time or by_index[i].time for i in damaging if i in by_index]
-    if nxt is not None:
-        times.append(_ns(nxt.ok_time_ns) or 0)
-    times = [t for t in times if t]
-    span = max(times) - min(times) if times else 0
-    pad = max(span // 12, 20_000_000)
-    t0, t1 = min(times) - pad, max(times) + pad
-    if fault is not None:
-        fs = fault.start_time_ns
-        if fs < t0 and t0 - fs < 3 * (t1 - t0):
-            t0 = fs - pad // 2  # the pause's start belongs in the picture when near
+    t0, t1 = _window(fault, nxt, stale_op, ok_ns, end_ns, damaging, by_index)
     sc = _Scale(t0, t1)
-
-    lanes: list[dict[str, Any]] = [{"name": names.label(stale_p), "role": "stale"}]
-    lanes.append({"name": "lock service", "role": "lock"})
-    if nxt is not None and next_p != stale_p:
-        lanes.append({"name": names.label(next_p), "role": "next"})
-    lanes.append({"name": "resource", "role": "resource"})
-    for i, lane in enumerate(lanes):
-        lane["y"] = TOP + i * LANE_GAP
-    y = {lane["role"]: lane["y"] for lane in lanes}
+    lanes, y = _lanes(names, stale_p, next_p, nxt is not None)
     y_next = y.get("next", y["stale"])
 
     shapes: dict[str, Any] = {"bars": [], "arrows": [], "faults": [], "marks": [], "labels": []}
@@ -169,57 +150,17 @@ def incident_view(incident: Incident, results: Results,
     x_end = sc.x(end_ns)
     shapes["marks"].append({"x": x_end, "anchor": "end" if x_end > WIDTH - 300 else "start",
                             "label": f"lease of p{stale_p} surely over at {end_ns / NS:.3f} s"})
-
-    def grant_arrows(op: Op | None, ref: Grant, lane_y: int) -> None:
-        ok_t = _ns(ref.ok_time_ns) or (op.end_time if op else None)
-        if ok_t is None:
-            return
-        inv_t = op.time if op is not None else ok_t
-        shapes["arrows"].append({"x0": sc.x(inv_t), "y0": lane_y, "x1": sc.x(inv_t),
-                                 "y1": y["lock"], "cls": "req", "title": "acquire"})
-        x = sc.x(ok_t)
-        shapes["arrows"].append({"x0": x, "y0": y["lock"], "x1": x, "y1": lane_y,
-                                 "cls": "grant", "title": f"granted at {ok_t / NS:.3f} s"})
-        # Left of the arrow, where the writes that follow a grant do not draw.
-        left = x - LEFT > 110
-        shapes["labels"].append({"x": x - 5 if left else x + 5, "y": (y["lock"] + lane_y) / 2 + 4,
-                                 "text": f"ok, token {ref.token}", "cls": "grant",
-                                 "anchor": "end" if left else "start"})
-
-    grant_arrows(stale_op, stale, y["stale"])
+    _grant_arrows(shapes, sc, y["lock"], stale_op, stale, y["stale"])
     if nxt is not None:
-        grant_arrows(next_op, nxt, y_next)
+        _grant_arrows(shapes, sc, y["lock"], next_op, nxt, y_next)
         next_ok = _ns(nxt.ok_time_ns) or t1
         bar_end = _grant_end(client_ops, next_op, t1) if next_op else t1
         shapes["bars"].append({"x0": sc.x(next_ok), "x1": sc.x(bar_end), "y": y_next,
                                "cls": "lease-next", "label": f"lease, token {nxt.token}"})
-    damage: list[str] = []
-    drawn: set[Any] = set()
     lanes_of = ((stale_p, y["stale"], stale.token),
                 (next_p, y_next, nxt.token if nxt else None))
-    for p, lane_y, token in lanes_of:
-        if p is None or p in drawn:
-            continue
-        drawn.add(p)
-        for w in _writes(client_ops.get(p, ()), p, lock, t0, t1, damaging, token):
-            bad = w.index in damaging or (
-                p == stale_p and w.time >= end_ns and w.error == "stale-token")
-            accepted = w.type == "ok"
-            outcome = "accepted" if accepted else (
-                "rejected" if w.error == "stale-token" else w.type)
-            end_t = w.end_time if w.end_time is not None else t1
-            label = f"write token {w.get('token')}" + (f": {outcome}" if bad else "")
-            shapes["arrows"].append({
-                "x0": sc.x(w.time), "y0": lane_y, "x1": sc.x(end_t), "y1": y["resource"],
-                "cls": ("bad" if bad else "write") + ("" if accepted else " rejected"),
-                "title": f"#{w.index} {names.label(p)} {label} ({outcome}) at {w.time / NS:.3f} s",
-            })
-            if bad and not damage:  # one label: a run of damaging writes would overprint
-                shapes["labels"].append({"x": sc.x(end_t), "y": y["resource"] + 16,
-                                         "text": label, "cls": "bad", "anchor": "middle"})
-            if bad:
-                damage.append(f"#{w.index} {names.label(p)} write token {w.get('token')} "
-                              f"{outcome} at {end_t / NS:.3f} s")
+    damage = _write_arrows(shapes, sc, y["resource"], lanes_of, client_ops, names, lock,
+                           (t0, t1), damaging, stale_p, end_ns)
     ticks = [t0 + (t1 - t0) * k // 5 for k in range(6)]
     height = TOP + (len(lanes) - 1) * LANE_GAP + 56
     return {
@@ -241,6 +182,94 @@ def incident_view(incident: Incident, results: Results,
         "ticks": [{"x": sc.x(t), "label": f"{t / NS:.2f} s"} for t in ticks],
         **shapes,
     }
+
+
+def _window(fault: Fault | None, nxt: Grant | None, stale_op: Op | None, ok_ns: int,
+            end_ns: int, damaging: set[int], by_index: Mapping[int, Op]) -> tuple[int, int]:
+    """The time window drawn: from the stale grant's invoke to the damage and the next grant,
+    padded, and back to the fault's start when that is near."""
+    times = [stale_op.time if stale_op else ok_ns, ok_ns, end_ns]
+    times += [by_index[i].end_time or by_index[i].time for i in damaging if i in by_index]
+    if nxt is not None:
+        times.append(_ns(nxt.ok_time_ns) or 0)
+    times = [t for t in times if t]
+    span = max(times) - min(times) if times else 0
+    pad = max(span // 12, 20_000_000)
+    t0, t1 = min(times) - pad, max(times) + pad
+    if fault is not None:
+        fs = fault.start_time_ns
+        if fs < t0 and t0 - fs < 3 * (t1 - t0):
+            t0 = fs - pad // 2  # the pause's start belongs in the picture when near
+    return t0, t1
+
+
+def _lanes(names: ProcessNames, stale_p: Any, next_p: Any, has_next: bool
+           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The lanes top to bottom (stale holder, lock service, next holder when another process,
+    resource), and the y of each role."""
+    lanes: list[dict[str, Any]] = [{"name": names.label(stale_p), "role": "stale"}]
+    lanes.append({"name": "lock service", "role": "lock"})
+    if has_next and next_p != stale_p:
+        lanes.append({"name": names.label(next_p), "role": "next"})
+    lanes.append({"name": "resource", "role": "resource"})
+    for i, lane in enumerate(lanes):
+        lane["y"] = TOP + i * LANE_GAP
+    return lanes, {lane["role"]: lane["y"] for lane in lanes}
+
+
+def _grant_arrows(shapes: dict[str, Any], sc: _Scale, lock_y: int, op: Op | None, ref: Grant,
+                  lane_y: int) -> None:
+    """A grant's request to the lock service and its reply, labelled with its token."""
+    ok_t = _ns(ref.ok_time_ns) or (op.end_time if op else None)
+    if ok_t is None:
+        return
+    inv_t = op.time if op is not None else ok_t
+    shapes["arrows"].append({"x0": sc.x(inv_t), "y0": lane_y, "x1": sc.x(inv_t),
+                             "y1": lock_y, "cls": "req", "title": "acquire"})
+    x = sc.x(ok_t)
+    shapes["arrows"].append({"x0": x, "y0": lock_y, "x1": x, "y1": lane_y,
+                             "cls": "grant", "title": f"granted at {ok_t / NS:.3f} s"})
+    # Left of the arrow, where the writes that follow a grant do not draw.
+    left = x - LEFT > 110
+    shapes["labels"].append({"x": x - 5 if left else x + 5, "y": (lock_y + lane_y) / 2 + 4,
+                             "text": f"ok, token {ref.token}", "cls": "grant",
+                             "anchor": "end" if left else "start"})
+
+
+def _write_arrows(shapes: dict[str, Any], sc: _Scale, resource_y: int,
+                  lanes_of: Sequence[tuple[Any, int, Any]],
+                  client_ops: Mapping[Any, Sequence[Op]], names: ProcessNames, lock: str,
+                  window: tuple[int, int], damaging: set[int], stale_p: Any, end_ns: int
+                  ) -> list[str]:
+    """Each client lane's writes as arrows to the resource, the damaging ones red (and the
+    first labelled); returns the damage, a line per damaging write."""
+    t0, t1 = window
+    damage: list[str] = []
+    drawn: set[Any] = set()
+    for p, lane_y, token in lanes_of:
+        if p is None or p in drawn:
+            continue
+        drawn.add(p)
+        for w in _writes(client_ops.get(p, ()), p, lock, t0, t1, damaging, token):
+            bad = w.index in damaging or (
+                p == stale_p and w.time >= end_ns and w.error == "stale-token")
+            accepted = w.type == "ok"
+            outcome = "accepted" if accepted else (
+                "rejected" if w.error == "stale-token" else w.type)
+            end_t = w.end_time if w.end_time is not None else t1
+            label = f"write token {w.get('token')}" + (f": {outcome}" if bad else "")
+            shapes["arrows"].append({
+                "x0": sc.x(w.time), "y0": lane_y, "x1": sc.x(end_t), "y1": resource_y,
+                "cls": ("bad" if bad else "write") + ("" if accepted else " rejected"),
+                "title": f"#{w.index} {names.label(p)} {label} ({outcome}) at {w.time / NS:.3f} s",
+            })
+            if bad and not damage:  # one label: a run of damaging writes would overprint
+                shapes["labels"].append({"x": sc.x(end_t), "y": resource_y + 16,
+                                         "text": label, "cls": "bad", "anchor": "middle"})
+            if bad:
+                damage.append(f"#{w.index} {names.label(p)} write token {w.get('token')} "
+                              f"{outcome} at {end_t / NS:.3f} s")
+    return damage
 
 
 def incident_views(results: Results | None, ops: Sequence[Op],

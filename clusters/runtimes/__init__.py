@@ -1,2 +1,3 @@
 """Where nodes come from: this host behind an argv prefix (local), network namespaces (netns),
-Docker containers (docker, with its node image), SSH machines (ssh)."""
+Docker containers (docker, with its node image and the host side in docker_host), SSH machines
+(ssh, with each host's connection in ssh_remote)."""

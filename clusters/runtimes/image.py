@@ -172,7 +172,7 @@ def main() -> None:
     per machine)."""
     import sys
 
-    from fencecheck.clusters.runtimes.docker import docker_client
+    from fencecheck.clusters.runtimes.docker_host import docker_client
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     t0 = time.monotonic()

@@ -26,7 +26,8 @@ from typing import Any
 
 from msgspec import UNSET
 
-from fencecheck.api.recorder import HistoryRecorder, RecorderError
+from fencecheck.api.recorder import HistoryRecorder
+from fencecheck.api.values import RecorderError
 from fencecheck.checker.base import CheckerError, Results
 from fencecheck.run.config import ConfigError
 
@@ -148,7 +149,8 @@ def run_scenario(**options: Any) -> Result:
     # The matrix's way to run one configuration: a child process of its own (the controller
     # owns signals and root logging for the length of a run), signals passed on to it, and a
     # run past its timeout stopped with SIGTERM, then killed and torn down by its ledger.
-    from fencecheck.fleet.matrix import JUDGED, TIMEOUT_SLACK_S, _run_one, _Signals
+    from fencecheck.fleet.matrix import JUDGED, TIMEOUT_SLACK_S
+    from fencecheck.fleet.runs import _run_one, _Signals
     from fencecheck.run import wiring
     from fencecheck.run.config import make_config
 

@@ -27,126 +27,39 @@ crash keeps every event recorded so far), stamping and writing under a per-proce
 each part is in time order. `close()` in the process that created the recorder merges the parts
 by time (a streaming `heapq.merge`) into `path` and assigns `index`. Child processes (fork, or
 spawn: the recorder pickles) must be finished before that `close()`.
+
+The handles `op()` and `fault()` return are in `fencecheck.api.ops`; the fields and values the
+recorder accepts, its error and its JSON encoder in `fencecheck.api.values`.
 """
 
 from __future__ import annotations
 
 import difflib
 import heapq
-import json
-import math
 import os
 import secrets
 import shutil
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final, Literal, Self
+from typing import Any, Self
 
-from fencecheck.checker.reader import VALUES
-
-ClientF = Literal["acquire", "renew", "release", "read", "write"]
-CLIENT_FS: frozenset[str] = frozenset(("acquire", "renew", "release", "read", "write"))
-_MAX_ERROR = 200  # an exception's text in the history: enough to recognise it, not a traceback
-
-_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
-_c_encode = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-
-
-def _make_encode() -> Callable[[Any], str]:
-    """JSON text of a value, compact; the C encoder called directly (it is most of an op's
-    recording cost, and `JSONEncoder.encode` adds a third on top of it)."""
-    if _c_encode is None:
-        return _encoder.encode
-    chunks = _c_encode(None, _encoder.default, json.encoder.encode_basestring, None, ":", ",",
-                       False, False, False)  # allow_nan=False: NaN is not JSON
-
-    def encode(value: Any) -> str:
-        return "".join(chunks(value, 0))
-
-    return encode
-
-
-_json_encode = _make_encode()
-
-
-def _encode(value: Any) -> str:
-    """JSON text of a value, or RecorderError saying why it has none."""
-    try:
-        return _json_encode(value)
-    except ValueError as e:  # NaN or an infinity (allow_nan=False), or a circular value
-        raise RecorderError(f"not JSON: {e} ({_nonfinite(value) or 'a circular value'})") \
-            from None
-    except TypeError as e:
-        raise RecorderError(f"not JSON: {e}") from None
-    except RecursionError:
-        raise RecorderError("not JSON: nested too deeply") from None
-
-
-def _nonfinite(value: Any) -> str | None:
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, dict):
-        for k, x in value.items():
-            if (what := _nonfinite(x)) is not None:
-                return f"{k}={what}"
-    if isinstance(value, list | tuple):
-        for x in value:
-            if (what := _nonfinite(x)) is not None:
-                return what
-    return None
-
-
-# f -> field -> (what it must be, its test) from the checker's table; reads and writes carry the
-# resource's own `value` too (any JSON)
-_ANY: Final = ("any JSON value", lambda _x: True)
-FIELDS: Final[dict[str, dict[str, tuple[str, Callable[[Any], bool]]]]] = {
-    f: {**{name: (kind[0], kind[1]) for name, (kind, _) in spec.items()},
-        **({"value": _ANY} if f in ("read", "write") else {})}
-    for f, spec in VALUES.items()
-}
-_TESTS: Final = {f: {name: test for name, (_, test) in spec.items()} for f, spec in FIELDS.items()}
-_REQUIRED: Final = {f: tuple(n for n, (_, req) in spec.items() if req == "always")
-                    for f, spec in VALUES.items()}
-_REQUIRED_OK: Final = {f: tuple(n for n, (_, req) in spec.items() if req == "ok")
-                       for f, spec in VALUES.items()}
-
-
-def _check_fields(process: int, f: str, value: dict[str, Any], where: str) -> None:
-    """RecorderError for a field `f` does not have, or a value its check cannot use."""
-    tests = _TESTS[f]
-    if value.keys() <= tests.keys():  # the usual case, in as few steps as it can be
-        for name, x in value.items():
-            if not tests[name](x):
-                break
-        else:
-            return
-    fields = FIELDS[f]
-    for name, x in value.items():
-        spec = fields.get(name)
-        if spec is None:
-            close = difflib.get_close_matches(name, fields, n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]}=?)" if close else ""
-            raise RecorderError(f"process {process}: {f} {where}: unknown field {name}={hint}; "
-                                f"{_an(f)} has {', '.join(fields)}")
-        if not spec[1](x):
-            raise RecorderError(f"process {process}: {f} {where}: {name} must be {spec[0]}, "
-                                f"not {x!r}")
-
-
-def _an(f: str) -> str:
-    return f"an {f}" if f[0] in "aeiou" else f"a {f}"
-
+from fencecheck.api.ops import FaultWindow, OpContext
+from fencecheck.api.values import (
+    _REQUIRED,
+    CLIENT_FS,
+    ClientF,
+    RecorderError,
+    _an,
+    _check_fields,
+    _encode,
+    _process_json,
+)
 
 _live: weakref.WeakSet[HistoryRecorder] = weakref.WeakSet()
 
-
-class RecorderError(ValueError):
-    """A misuse of the recorder: an op on a busy or retired process, an op completed twice, a
-    bad process id or op name, or recording after close()."""
 
 
 def _after_fork_in_child() -> None:
@@ -315,9 +228,6 @@ class HistoryRecorder:
         return f"HistoryRecorder({str(self.path)!r})"
 
 
-def _process_json(process: int | str) -> str:
-    return str(process) if type(process) is int else _encode(process)
-
 
 def _time_of(line: str) -> int:
     # Parts are written by _write as '{"time":N,...': no need to parse the whole line.
@@ -345,101 +255,3 @@ def merge_parts(parts_dir: Path, out: Path) -> int:
     return n
 
 
-class OpContext:
-    """One client operation in flight: `ok(**value)`, `fail(error=..., **value)` or
-    `info(error=..., **value)` completes it; leaving the block without one records `info`."""
-
-    __slots__ = ("_entered", "_rec", "_value", "_value_json", "f", "process", "type")
-
-    def __init__(self, rec: HistoryRecorder, process: int, f: str, value_json: str,
-                 value: dict[str, Any]) -> None:
-        self._rec = rec
-        self.process = process
-        self.f = f
-        self._value_json = value_json
-        self._value = value  # the invoke's, for the fields an ok must have somewhere
-        self._entered = False
-        self.type: Literal["ok", "fail", "info"] | None = None  # set once completed
-
-    def __enter__(self) -> Self:
-        if self._entered:
-            raise RecorderError(f"process {self.process}: this {self.f} was entered already "
-                                "(one `with rec.op(...)` per op)")
-        self._rec._begin(self.process, self.f, self._value_json)
-        self._entered = True
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 _tb: TracebackType | None) -> None:
-        if self.type is not None:
-            return
-        if exc is None:
-            self._complete("info", "no outcome recorded (neither ok() nor fail() was called)", {})
-        else:
-            text = str(exc).splitlines()[0] if str(exc) else ""
-            error = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-            self._complete("info", error[:_MAX_ERROR], {})
-
-    async def __aenter__(self) -> Self:
-        return self.__enter__()
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        self.__exit__(exc_type, exc, tb)
-
-    def ok(self, **value: Any) -> None:
-        """It happened; `value` adds to the invoke's (`token` of an acquire, `value` of a read)."""
-        self._complete("ok", None, value)
-
-    def fail(self, error: str | None = None, **value: Any) -> None:
-        """It surely did not happen (a refusal; `error="stale-token"` for a fence's rejection)."""
-        self._complete("fail", error, value)
-
-    def info(self, error: str | None = None, **value: Any) -> None:
-        """Its outcome is unknown (a timeout). Retires the process id."""
-        self._complete("info", error, value)
-
-    def _complete(self, type_: Literal["ok", "fail", "info"], error: str | None,
-                  value: dict[str, Any]) -> None:
-        if self.type is not None:
-            raise RecorderError(f"process {self.process}: {self.f} already completed "
-                                f"{self.type}")
-        if not self._entered:
-            raise RecorderError(f"process {self.process}: {type_}() outside the `with "
-                                f"rec.op(...)` block of its {self.f} (it was never invoked)")
-        if error is not None and type(error) is not str:
-            raise RecorderError(f"process {self.process}: {self.f} {type_}: error must be a "
-                                f"string, not {error!r}")
-        if value:
-            _check_fields(self.process, self.f, value, type_)
-        if type_ == "ok" and _REQUIRED_OK[self.f]:
-            for name in _REQUIRED_OK[self.f]:
-                if name not in value and name not in self._value:
-                    raise RecorderError(f"process {self.process}: an ok {self.f} needs {name}= "
-                                        "(in the op or in ok())")
-        self._rec._end(self.process, self.f, type_, _encode(value) if value else "null", error)
-        self.type = type_
-
-
-class FaultWindow:
-    """A fault window: `start-<f>` when the block starts, `stop-<f>` when it ends."""
-
-    __slots__ = ("_rec", "_value_json", "f")
-
-    def __init__(self, rec: HistoryRecorder, f: str, value_json: str) -> None:
-        self._rec = rec
-        self.f = f
-        self._value_json = value_json
-
-    def __enter__(self) -> Self:
-        self._rec._nemesis(f"start-{self.f}", self._value_json)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._rec._nemesis(f"stop-{self.f}", "null")
-
-    async def __aenter__(self) -> Self:
-        return self.__enter__()
-
-    async def __aexit__(self, *_exc: object) -> None:
-        self.__exit__()

@@ -49,7 +49,7 @@ def _docker() -> Finding:
         return Finding("docker", False, "dockerd is not running (only for --runtime docker)",
                        "setsid dockerd > /var/log/dockerd.log 2>&1 < /dev/null &")
     try:
-        from fencecheck.clusters.runtimes.docker import docker_client
+        from fencecheck.clusters.runtimes.docker_host import docker_client
         from fencecheck.clusters.runtimes.image import image_status
 
         ok, detail = image_status(docker_client())

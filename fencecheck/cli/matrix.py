@@ -1,5 +1,6 @@
 """The `matrix` command of the CLI: run a TOML matrix of tests with expected outcomes and print
-a summary table (see fencecheck/fleet/matrix.py for the file format and what is written).
+a summary table (see fencecheck/fleet/matrix.py for the file format, fleet/outputs.py for what is
+written).
 
 `--shard I/N` runs one machine's part of the matrix and writes its shard.json; `merge` puts the N
 shards' results together (exit 3 naming a missing shard).
@@ -27,10 +28,9 @@ from fencecheck.fleet.matrix import (
     MatrixOutcome,
     Row,
     RunRecord,
-    auto_jobs,
     load_matrix,
-    run_matrix,
 )
+from fencecheck.fleet.runs import auto_jobs, run_matrix
 from fencecheck.fleet.shard import parse_shard, select, write_manifest
 
 BAD_INPUT = 3

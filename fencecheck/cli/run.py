@@ -9,7 +9,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,6 +17,10 @@ from fencecheck.checker.base import CheckerError
 from fencecheck.cli.app import err, fail, out, print_summary
 from fencecheck.descriptors import catalog
 from fencecheck.nemesis.faults.registry import faults
+
+if TYPE_CHECKING:
+    from fencecheck.run.config import RunConfig
+    from fencecheck.run.controller import RunOutcome
 
 
 def _names(table: Callable[[], Mapping[str, object]]) -> str:
@@ -121,15 +125,27 @@ def run(
             from fencecheck.nemesis.replay import replay_config
 
             cfg = replay_config(replay, store)
-        if cfg.ssh_accept_unknown:
-            err.print("[bold yellow]warning:[/] --ssh-accept-unknown: host keys are NOT verified; "
-                      "anyone on the path can impersonate the nodes")
-        if os.geteuid() != 0:
-            fail("fencecheck run needs root (network namespaces, iptables); see `fencecheck doctor`")
+        _preflight(cfg)
         with ProgressLine(err) as line:
             outcome = run_test(cfg, line.update)
     except (ConfigError, StoreError, ClusterError, WorkloadError, CheckerError) as e:
         fail(str(e))
+    _print_outcome(outcome, junit)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _preflight(cfg: RunConfig) -> None:
+    """What must hold before a run starts: warned of unverified host keys, refused without
+    root."""
+    if cfg.ssh_accept_unknown:
+        err.print("[bold yellow]warning:[/] --ssh-accept-unknown: host keys are NOT verified; "
+                  "anyone on the path can impersonate the nodes")
+    if os.geteuid() != 0:
+        fail("fencecheck run needs root (network namespaces, iptables); see `fencecheck doctor`")
+
+
+def _print_outcome(outcome: RunOutcome, junit: Path | None) -> None:
+    """The run's summary, where its files are, and the JUnit file if asked for."""
     if outcome.results is not None:
         print_summary(outcome.results)
     if outcome.interrupted:
@@ -150,7 +166,6 @@ def run(
             write_junit([outcome.run_dir], junit, suite="fencecheck run")
         except (ImportError, OSError) as e:
             err.print(f"[yellow]warning:[/] no JUnit file written: {e}")
-    raise typer.Exit(outcome.exit_code)
 
 
 def register(app: typer.Typer) -> None:

@@ -32,10 +32,8 @@ from fencecheck.fleet.matrix import (
     Row,
     RowResult,
     RunRecord,
-    write_compare,
-    write_junit,
-    write_matrix_json,
 )
+from fencecheck.fleet.outputs import write_compare, write_junit, write_matrix_json
 
 MANIFEST = "shard.json"
 FORMAT = 1

@@ -11,9 +11,7 @@ import pytest
 
 from fencecheck.clusters.base import ClusterError, Nemesis, NemesisOp, Net
 from fencecheck.clusters.cleaner import teardown_records
-from fencecheck.clusters.faults.partition import (
-    IptablesNet,
-    PartitionNemesis,
+from fencecheck.clusters.faults.grudges import (
     bridge,
     client_isolate,
     describe,
@@ -22,6 +20,7 @@ from fencecheck.clusters.faults.partition import (
     one_node,
     reach_graph,
 )
+from fencecheck.clusters.faults.partition import IptablesNet, PartitionNemesis
 from fencecheck.clusters.runtimes.netns import NetnsRuntime
 from fencecheck.clusters.services.redis import RedisService
 

@@ -20,13 +20,8 @@ import redis
 
 from fencecheck.clusters.base import ClusterError
 from fencecheck.clusters.cleaner import NETNS_DIR, delete_netns, kill_pids
-from fencecheck.clusters.runtimes.ssh import (
-    SshRemote,
-    SshRuntime,
-    log_destination,
-    packages_for,
-    wanted_paths,
-)
+from fencecheck.clusters.runtimes.ssh import SshRuntime, log_destination
+from fencecheck.clusters.runtimes.ssh_remote import SshRemote, packages_for, wanted_paths
 from fencecheck.clusters.services.redis import RedisService
 
 pytestmark = pytest.mark.ssh
@@ -312,7 +307,7 @@ def test_services_found_on_a_host_are_used_as_found(sshd2: SshdHosts, run_id: st
     try:
         n1 = rt.setup(["n1"], []).servers["n1"]
         assert isinstance(n1, SshRemote)
-        with caplog.at_level(logging.WARNING, logger="fencecheck.clusters.runtimes.ssh"):
+        with caplog.at_level(logging.WARNING, logger="fencecheck.clusters.runtimes.ssh_remote"):
             n1.ensure(["/usr/bin/etcd", "redis-server", "/usr/share/java/zookeeper.jar"])
         assert not [r for r in caplog.records if "installing" in r.message]
         assert n1._present == {"/usr/bin/etcd", "redis-server", "/usr/share/java/zookeeper.jar"}

@@ -23,8 +23,8 @@ from fencecheck.fleet.matrix import (
     RowResult,
     RunRecord,
     load_matrix,
-    write_junit,
 )
+from fencecheck.fleet.outputs import write_junit
 from tests.conftest import processes_matching, run_fencecheck
 
 GOOD_ROW = 'name = "ok"\nbackend = "redis"\nexpect = "must-pass"\n'

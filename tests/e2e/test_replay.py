@@ -17,7 +17,8 @@ import pytest
 
 from fencecheck.clusters.base import NemesisOp
 from fencecheck.clusters.cleaner import teardown_run
-from fencecheck.clusters.faults.partition import PartitionNemesis, side_of, side_split
+from fencecheck.clusters.faults.grudges import side_of, side_split
+from fencecheck.clusters.faults.partition import PartitionNemesis
 from fencecheck.clusters.runtimes.netns import NetnsRuntime
 from fencecheck.nemesis.faults.base import AS_NAMED, MAJORITY, MINORITY, PRIMARY, FaultOptions
 from fencecheck.nemesis.faults.failover import FailoverFault

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from fencecheck.clusters.faults.partition import client_isolate
+from fencecheck.clusters.faults.grudges import client_isolate
 from fencecheck.clusters.services.etcd import EtcdService
 from fencecheck.clusters.services.postgres import PostgresService
 from fencecheck.workloads.base import DefiniteFailure, LockClient

@@ -332,7 +332,7 @@ def test_an_outcome_outside_its_block_is_refused(tmp_path: Path) -> None:
 
 def test_the_fields_are_the_checkers() -> None:
     """The recorder's table is the strict reader's, plus a read's or write's own value."""
-    from fencecheck.api.recorder import FIELDS
+    from fencecheck.api.values import FIELDS
     from fencecheck.checker.reader import VALUES
 
     assert set(FIELDS) == set(VALUES)

@@ -1,4 +1,5 @@
-"""checker.formats: Jepsen EDN and log-line importers, the format guesser, load_any."""
+"""checker.formats, checker.edn, checker.jepsen: Jepsen EDN and log-line importers, the format
+guesser, load_any."""
 
 from __future__ import annotations
 
@@ -7,15 +8,10 @@ from pathlib import Path
 import pytest
 
 from fencecheck.checker.base import Event, HistoryError
-from fencecheck.checker.formats import (
-    Keyword,
-    guess_format,
-    load_any,
-    read_edn,
-    read_edn_events,
-    read_jepsen_log_events,
-)
+from fencecheck.checker.edn import Keyword, read_edn
+from fencecheck.checker.formats import guess_format, load_any
 from fencecheck.checker.history import write_events
+from fencecheck.checker.jepsen import read_edn_events, read_jepsen_log_events
 
 EDN_VECTOR = """[{:process 0, :type :invoke, :f :write, :value 3}
  {:process 0, :type :ok, :f :write, :value 3}

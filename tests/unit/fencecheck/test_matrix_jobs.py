@@ -1,4 +1,4 @@
-"""fencecheck.fleet.matrix.parallel and --jobs: at most `jobs` weight units run at once, a task
+"""fencecheck.fleet.runs.parallel and --jobs: at most `jobs` weight units run at once, a task
 heavier
 than that runs alone, tasks start in order, a stop starts no more, and a bad --jobs is exit 3.
 Pure logic with sleeping tasks: no runs."""
@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from fencecheck.cli.app import app
 from fencecheck.cli.matrix import parse_jobs
-from fencecheck.fleet.matrix import MatrixError, auto_jobs, parallel
+from fencecheck.fleet.matrix import MatrixError
+from fencecheck.fleet.runs import auto_jobs, parallel
 
 
 def _record(weights: list[int], jobs: int, stop_after: int | None = None

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck.fleet.matrix import MatrixOutcome, Row, RowResult, RunRecord, write_matrix_json
+from fencecheck.fleet.matrix import MatrixOutcome, Row, RowResult, RunRecord
+from fencecheck.fleet.outputs import write_matrix_json
 from fencecheck.records import matrix as matrix_record
 from fencecheck.records.base import RecordError
 from fencecheck.records.matrix import MatrixRecord

@@ -42,8 +42,8 @@ def test_partition_drawing_classifies_links() -> None:
 
 
 def test_the_nemesis_lane_names_each_faults_target() -> None:
-    from fencecheck.reports.figures import fault_annotations
     from fencecheck.reports.timeline import Window
+    from fencecheck.reports.timeline_plot import fault_annotations
 
     windows = [Window("pause", 1.0, 2.0, 5, True, {"targets": ["c5"], "paused": ["c5"]}),
                Window("partition", 3.0, 4.0, 9, True, {"shape": "majority", "grudge": {}}),
