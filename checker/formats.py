@@ -31,7 +31,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast
 
 from fencecheck.checker.base import NEMESIS, Event, EventType, HistoryError, Op
 from fencecheck.checker.history import load_lines, load_ops, pair
@@ -254,7 +254,7 @@ class _Converter:
         where = self.count
         self.count += 1
         if process == NEMESIS and isinstance(process, Keyword):
-            p: int | str = NEMESIS
+            p: int | Literal["nemesis"] = NEMESIS
         elif isinstance(process, int) and not isinstance(process, bool):
             p = process
         else:

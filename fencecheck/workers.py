@@ -20,12 +20,12 @@ from fencecheck.clusters.base import ClientNode, ClusterError
 from fencecheck.config import RunConfig
 from fencecheck.descriptors.base import FaultDescriptor
 from fencecheck.faults.base import Fault, WorkerEnv
+from fencecheck.records.history import FINAL_READ_PROCESS_BASE as FINAL_READ_PROCESS_BASE
 from fencecheck.runstore import write_json
 from fencecheck.workloads.worker import WorkerConfig
 
 log = logging.getLogger(__name__)
 
-FINAL_READ_PROCESS_BASE = 1_000_000
 
 
 @dataclass(slots=True)
