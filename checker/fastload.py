@@ -85,7 +85,7 @@ def _pair(path: Path) -> list[Op]:
     make = Op
     line_type = Line
     usual = USUAL
-    read, write = intern("read"), intern("write")
+    f_read, f_write = intern("read"), intern("write")
     str_or_null, int_or_null = _STR_OR_NULL, _INT_OR_NULL
     nemesis = NEMESIS
     decode = DECODER.decode
@@ -158,7 +158,7 @@ def _pair(path: Path) -> list[Op]:
                     if d.error is not None or not raw.endswith(null_end):
                         shown += _line_keys(raw, d)
                 op = make(p, f, d.type, inv.index, inv.time, d.index, d.time, v, d.error)
-                if f is read or f is write:  # most ops: USUAL's test inlined
+                if f is f_read or f is f_write:  # most ops: USUAL's test inlined
                     if (v is None or type(v.get("key")) is not str
                             or type(v.get("lock")) not in str_or_null
                             or type(v.get("token")) not in int_or_null):

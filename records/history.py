@@ -106,14 +106,18 @@ def _nonfinite(value: Any) -> bool:
     return False
 
 
+def _dumps(rec: Event | Line, default: Callable[[Any], Any] | None) -> bytes:
+    return json.dumps(rec.to_json(), default=default, separators=(",", ":")).encode() + b"\n"
+
+
 def _encode(rec: Event | Line, value: Any, default: Callable[[Any], Any] | None = None,
             encoder: msgspec.json.Encoder = _ENCODER) -> bytes:
     try:
         line = encoder.encode(rec)
     except (TypeError, msgspec.EncodeError):
-        return json.dumps(rec.to_json(), default=default).encode() + b"\n"
+        return _dumps(rec, default)
     if b"null" in line and _nonfinite(value):
-        return json.dumps(rec.to_json(), default=default).encode() + b"\n"
+        return _dumps(rec, default)
     return line + b"\n"
 
 
