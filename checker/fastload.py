@@ -1,15 +1,15 @@
 """The fast path of `history.load_ops`: a well-formed history read, paired and checked in one pass.
 
-`fast_ops(path)` decodes each line into the exact reader's `Line` schema and pairs invokes with
-completions in a single loop that keeps one entry per process (its last event), so each rule of
-the exact reader (index in sequence, time not going backwards, one op at a time, no reuse of a
-retired process, a value the checks can use) costs a comparison or one dict lookup. Blank lines
-at the very end are the end of the history (an editor's or a `>>`'s last newline). It gives up,
-returning None, at the first thing out of the ordinary (a line that does not decode or is not
-UTF-8, an index out of sequence, a pairing or ordering problem, a value the checks cannot use):
-`load_ops` then reads the file again with the exact reader, which names the line and the
-problem. The two agree on every well-formed history (tests/unit/checker/test_fastload.py), so this
-path changes speed only, never a verdict.
+`fast_ops(path)` decodes each line into its record (`Line`, fencecheck.records.history, the exact
+reader's too) and pairs invokes with completions in a single loop that keeps one entry per process
+(its last event), so each rule of the exact reader (index in sequence, time not going backwards,
+one op at a time, no reuse of a retired process, a value the checks can use) costs a comparison or
+one dict lookup. Blank lines at the very end are the end of the history (an editor's or a `>>`'s
+last newline). It gives up, returning None, at the first thing out of the ordinary (a line that
+does not decode or is not UTF-8, an index out of sequence, a pairing or ordering problem, a value
+the checks cannot use): `load_ops` then reads the file again with the exact reader, which names the
+line and the problem. The two agree on every well-formed history
+(tests/unit/checker/test_fastload.py), so this path changes speed only, never a verdict.
 
 No key twice in one object (I-JSON; msgspec keeps the last of two): every key is followed by a
 colon outside any string, so a line has at most as many keys as colons, and the keys a decoded
