@@ -3,10 +3,13 @@
 For each history file given, two fresh subprocesses run: one only `json.loads` every line (the
 floor), one `checker.verdict.load` + `judge` (what `fencecheck check` does). Each reports its
 wall time and peak resident memory (`ru_maxrss`), so memory figures are of that work alone.
-Goal (issue 12): check time at most 1.0x the parse time, peak RSS at most 600 MB.
+Goal (issue 25): check time at most 0.7x the parse time, peak RSS at most 400 MB.
 
     .venv/bin/python benchmarks/gen_history.py /tmp/fc-bench --events 1000000
     .venv/bin/python benchmarks/bench_checker.py /tmp/fc-bench/*.jsonl
+
+(From a worktree, put it first on PYTHONPATH: the script's folder, not the current one, is on
+sys.path, so the installed checkout's fencecheck is measured otherwise.)
 
 Times are CPU seconds of the child (`time.process_time`), which other load on the machine
 disturbs far less than wall time (wall time is reported beside them); each measurement runs

@@ -1,7 +1,8 @@
 """Core data of a history and of check results, and the `Check` protocol.
 
-An `Event` is one line of history.jsonl. An `Op` is an invoke paired with its completion; the
-checks work on ops. Results are plain data that serialise to DESIGN.md's results.json shape.
+An `Event` is one line of history.jsonl (the record `fencecheck.records.history.Line`). An `Op`
+is an invoke paired with its completion; the checks work on ops. Results are plain data that
+serialise to DESIGN.md's results.json shape.
 """
 
 from __future__ import annotations
@@ -13,42 +14,18 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from fencecheck.records import results as results_record
+from fencecheck.records.history import NEMESIS as NEMESIS
+from fencecheck.records.history import EventType as EventType
+from fencecheck.records.history import Line
 from fencecheck.records.results import RESULTS_FORMAT
 
-EventType = Literal["invoke", "ok", "fail", "info"]
 Completion = Literal["ok", "fail", "info"]
 Process = int | str
 Verdict = bool | Literal["unknown"]
 
 EVENT_TYPES: frozenset[str] = frozenset(("invoke", "ok", "fail", "info"))
 CLIENT_FS: frozenset[str] = frozenset(("acquire", "renew", "release", "read", "write"))
-NEMESIS = "nemesis"
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One line of history.jsonl."""
-
-    index: int
-    time: int  # ns since the run started, from the controller host's monotonic clock
-    process: Process
-    type: EventType
-    f: str
-    value: dict[str, Any] | None
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "index": self.index,
-            "time": self.time,
-            "process": self.process,
-            "type": self.type,
-            "f": self.f,
-            "value": self.value,
-        }
-        if self.error is not None:
-            out["error"] = self.error
-        return out
+Event = Line  # one line of history.jsonl: the record fencecheck.records.history owns
 
 
 class Op(msgspec.Struct, frozen=True, gc=False):

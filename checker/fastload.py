@@ -1,15 +1,15 @@
 """The fast path of `history.load_ops`: a well-formed history read, paired and checked in one pass.
 
-`fast_ops(path)` decodes each line into the exact reader's `Line` schema and pairs invokes with
-completions in a single loop that keeps one entry per process (its last event), so each rule of
-the exact reader (index in sequence, time not going backwards, one op at a time, no reuse of a
-retired process, a value the checks can use) costs a comparison or one dict lookup. Blank lines
-at the very end are the end of the history (an editor's or a `>>`'s last newline). It gives up,
-returning None, at the first thing out of the ordinary (a line that does not decode or is not
-UTF-8, an index out of sequence, a pairing or ordering problem, a value the checks cannot use):
-`load_ops` then reads the file again with the exact reader, which names the line and the
-problem. The two agree on every well-formed history (tests/unit/checker/test_fastload.py), so this
-path changes speed only, never a verdict.
+`fast_ops(path)` decodes each line into its record (`Line`, fencecheck.records.history, the exact
+reader's too) and pairs invokes with completions in a single loop that keeps one entry per process
+(its last event), so each rule of the exact reader (index in sequence, time not going backwards,
+one op at a time, no reuse of a retired process, a value the checks can use) costs a comparison or
+one dict lookup. Blank lines at the very end are the end of the history (an editor's or a `>>`'s
+last newline). It gives up, returning None, at the first thing out of the ordinary (a line that
+does not decode or is not UTF-8, an index out of sequence, a pairing or ordering problem, a value
+the checks cannot use): `load_ops` then reads the file again with the exact reader, which names the
+line and the problem. The two agree on every well-formed history
+(tests/unit/checker/test_fastload.py), so this path changes speed only, never a verdict.
 
 No key twice in one object (I-JSON; msgspec keeps the last of two): every key is followed by a
 colon outside any string, so a line has at most as many keys as colons, and the keys a decoded
@@ -41,7 +41,14 @@ from typing import Any
 import msgspec
 
 from fencecheck.checker.base import NEMESIS, Op
-from fencecheck.checker.reader import DECODER, USUAL, Line, keys_unique, value_problem
+from fencecheck.checker.reader import (
+    _INT_OR_NULL,
+    _STR_OR_NULL,
+    USUAL,
+    keys_unique,
+    value_problem,
+)
+from fencecheck.records.history import DECODER, Line
 
 
 class _Irregular(Exception):
@@ -78,6 +85,8 @@ def _pair(path: Path) -> list[Op]:
     make = Op
     line_type = Line
     usual = USUAL
+    f_read, f_write = intern("read"), intern("write")
+    str_or_null, int_or_null = _STR_OR_NULL, _INT_OR_NULL
     nemesis = NEMESIS
     decode = DECODER.decode
     n = 0
@@ -92,13 +101,13 @@ def _pair(path: Path) -> list[Op]:
             if chunk[-1] != 10:
                 chunk += readline()
             colons += chunk.count(b":")
+            if not chunk.isascii():
+                try:
+                    chunk.decode("utf-8")  # msgspec skips unknown field names unchecked
+                except UnicodeDecodeError:
+                    raise _Irregular from None
             lines = BytesIO(chunk)
             for raw in lines:
-                if not raw.isascii():
-                    try:
-                        raw.decode("utf-8")  # msgspec skips unknown field names unchecked
-                    except UnicodeDecodeError:
-                        raise _Irregular from None
                 try:
                     d = decode(raw)
                 except msgspec.DecodeError:
@@ -149,9 +158,15 @@ def _pair(path: Path) -> list[Op]:
                     if d.error is not None or not raw.endswith(null_end):
                         shown += _line_keys(raw, d)
                 op = make(p, f, d.type, inv.index, inv.time, d.index, d.time, v, d.error)
-                check = usual.get(f)
-                if check is not None and not (v is not None and check(v)):
-                    _checked(op)
+                if f is f_read or f is f_write:  # most ops: USUAL's test inlined
+                    if (v is None or type(v.get("key")) is not str
+                            or type(v.get("lock")) not in str_or_null
+                            or type(v.get("token")) not in int_or_null):
+                        _checked(op)
+                else:
+                    check = usual.get(f)
+                    if check is not None and not (v is not None and check(v)):
+                        _checked(op)
                 ops[slot] = op
             else:
                 continue

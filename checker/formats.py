@@ -86,8 +86,7 @@ def read_events(path: Path, fmt: str | None = None) -> list[Event]:
 
         return list(read_jsonl(path))
     if fmt == "json":
-        return [Event(d.index, d.time, d.process, d.type, d.f, d.value, d.error)
-                for _, d in iter_json_lines(path)]
+        return [d for _, d in iter_json_lines(path)]  # each line is the event record
     raise HistoryError(str(path), 0, f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
 
 

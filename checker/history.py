@@ -48,6 +48,7 @@ from fencecheck.checker.reader import (
     repeated_key,
     repeated_message,
 )
+from fencecheck.records.history import encode_line
 
 _CHECKED_FS = frozenset(VALUES)
 
@@ -212,7 +213,7 @@ def read_events(path: Path) -> Iterator[Event]:
             if before is not None and d.time < before[0]:
                 _backwards(src, lineno, d.process, d.time, before)
             last[d.process] = (d.time, lineno)
-            e = Event(d.index, d.time, d.process, d.type, d.f, d.value, d.error)
+            e = d  # a decoded line is the event record
             if e.type == "invoke":
                 pairer.invoke(lineno, e.process, e.index, e.time, e.f, None)
             else:
@@ -361,11 +362,11 @@ def load_ops(path: Path) -> list[Op]:
 
 
 def write_events(path: Path, events: Iterable[Event]) -> int:
-    """Write events as history.jsonl (one compact JSON object a line); returns how many."""
+    """Write events as history.jsonl (one compact JSON object a line, the line record's
+    encoding); returns how many."""
     n = 0
-    with open(path, "w", encoding="utf-8") as fh:
+    with open(path, "wb") as fh:
         for e in events:
-            fh.write(json.dumps(e.to_json(), separators=(",", ":")))
-            fh.write("\n")
+            fh.write(encode_line(e))
             n += 1
     return n

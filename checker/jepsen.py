@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast
 
 from fencecheck.checker.base import NEMESIS, Event, EventType, HistoryError
 from fencecheck.checker.edn import Keyword, _EdnError, _read_value, read_edn
@@ -68,7 +68,7 @@ class _Converter:
         where = self.count
         self.count += 1
         if process == NEMESIS and isinstance(process, Keyword):
-            p: int | str = NEMESIS
+            p: int | Literal["nemesis"] = NEMESIS
         elif isinstance(process, int) and not isinstance(process, bool):
             p = process
         else:

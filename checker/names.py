@@ -4,9 +4,9 @@ A run folder says which worker ran on which client node (`nodes/<node>/worker.js
 `concurrency`, `process_base`). A worker's process id is `process_base + worker + concurrency ×
 generation` (a new generation after each `info`, see `workloads.worker`), so the worker, and with
 it the node, follows from the id alone. The final read runs with `process_base` 1,000,000
-(`fencecheck.run.workers.FINAL_READ_PROCESS_BASE`) and is named as such. Pure: reads the run folder,
-runs nothing. Here in `checker` so that the report, the CLI and results can all use it (imports
-go one way, to `checker`).
+(`fencecheck.records.history.FINAL_READ_PROCESS_BASE`) and is named as such. Pure: reads the run
+folder, runs nothing. Here in `checker` so that the report, the CLI and results can all use it
+(imports go one way, to `checker`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from msgspec import UNSET
 
 from fencecheck.records import test as test_record
 from fencecheck.records.base import RecordError
+from fencecheck.records.history import FINAL_READ_PROCESS_BASE
 
-# Mirrors fencecheck.run.workers.FINAL_READ_PROCESS_BASE; checker imports nothing above it.
-FINAL_READ_BASE = 1_000_000
+FINAL_READ_BASE = FINAL_READ_PROCESS_BASE  # the name the reports and tests know
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
-"""The one strict reader of history lines: a msgspec schema for the line, one table for values.
+"""The one strict reader of history lines: the line's record, one table for values.
 
-- `Line`: a history.jsonl line as a msgspec Struct. Decoding checks every field's type and range
-  (integer ns times and indexes >= 0, process an integer or "nemesis", type one of four, f and
-  error strings, value an object or null); a wrong line is a `HistoryError` naming the line and
-  the field: `history.jsonl:17: time: expected int >= 0, got str`.
+- `Line`: a history.jsonl line, the record fencecheck.records.history owns (re-exported with its
+  `DECODER`). `decode_line` checks every field's type and range (integer ns times and indexes
+  >= 0, process an integer or "nemesis", type one of four, f and error strings, value an object
+  or null) and that no key repeats; a wrong line is a `HistoryError` naming the line and the
+  field: `history.jsonl:17: time: expected int >= 0, got str`.
 - `VALUES`: what the lock checks read from an op's value, per f (DESIGN.md's history format):
   lock names are strings, tokens integers of any size or null, lease_ms a finite non-negative
   number or null, keys strings, attempt_ns an integer ns time. `check_value` holds a paired op
@@ -25,53 +26,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from typing import Annotated, Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 
 from fencecheck.checker.base import HistoryError, Op
-
-Nat = Annotated[int, msgspec.Meta(ge=0)]
-
-
-class Line(msgspec.Struct, gc=False):
-    """One line of history.jsonl. Unknown fields are ignored; known ones must be as typed.
-    (Untracked by the cyclic GC: a decoded line cannot refer back to itself.)"""
-
-    index: Nat
-    time: Nat  # ns since the run started, the controller host's monotonic clock
-    process: int | Literal["nemesis"]
-    type: Literal["invoke", "ok", "fail", "info"]
-    f: str
-    value: dict[str, Any] | None = None
-    error: str | None = None
-
-
-DECODER: Final = msgspec.json.Decoder(Line)
-
-
-def _what(e: msgspec.MsgspecError) -> tuple[str | None, str]:
-    """msgspec's "Expected `int`, got `str` - at `$.time`" as ("time", "expected int, got str")."""
-    text = str(e).replace("`", "")
-    field: str | None = None
-    if " - at $" in text:
-        text, _, where = text.rpartition(" - at $")
-        field = where.lstrip(".").replace("[...]", "") or None
-    if text.startswith("Invalid enum value "):
-        got = text.removeprefix("Invalid enum value ")
-        if field == "type":
-            return field, f"{got} is not one of invoke, ok, fail, info"
-        if field == "process":
-            return field, f'must be an integer or "nemesis", not {got}'
-    if text.startswith("Object missing required field "):
-        return text.removeprefix("Object missing required field "), "missing"
-    if text == "Expected object, got array" or text.startswith("Expected object, got"):
-        return field, "not a JSON object but " + text.removeprefix("Expected object, got ")
-    if text == "Input data was truncated":
-        return field, "not valid JSON (it ends too early)"
-    if text.startswith("JSON is malformed"):
-        return field, f"not valid JSON ({text.removeprefix('JSON is malformed: ')})"
-    return field, text[:1].lower() + text[1:]
+from fencecheck.records import history as history_record
+from fencecheck.records.history import DECODER as DECODER  # re-exported: the line's decoder
+from fencecheck.records.history import Line as Line
+from fencecheck.records.history import LineError
 
 
 class RepeatedKey(ValueError):
@@ -130,23 +93,12 @@ def keys_unique(raw: bytes, d: Line) -> bool:
 
 
 def decode_line(raw: bytes | str, src: str, lineno: int) -> Line:
-    """One line as a `Line`, or HistoryError(src, lineno, "field: what"), a key written twice in
-    one object included."""
+    """One line as a `Line` (fencecheck.records.history), or HistoryError(src, lineno, "field:
+    what"), a key written twice in one object included."""
     try:
-        if isinstance(raw, bytes) and not raw.isascii():
-            # msgspec skips the names of unknown fields without checking their UTF-8
-            raw.decode("utf-8")
-        d = DECODER.decode(raw)
-    except UnicodeDecodeError as e:
-        raise HistoryError(src, lineno, f"not UTF-8 text (byte {e.start} of the line)") from None
-    except msgspec.MsgspecError as e:
-        if not raw.strip():
-            raise HistoryError(src, lineno, "empty line (one JSON object per line; blank lines "
-                                            "only at the end)") from None
-        field, what = _what(e)
-        raise HistoryError(src, lineno, f"{field}: {what}" if field else what) from None
-    except RecursionError:
-        raise HistoryError(src, lineno, "value: nested too deeply") from None
+        d = history_record.decode_line(raw, src, lineno)
+    except LineError as e:
+        raise HistoryError(src, lineno, e.what) from None
     b = raw if isinstance(raw, bytes) else raw.encode()
     if not keys_unique(b, d):
         raise HistoryError(src, lineno, repeated_message(repeated_key(b)))
@@ -162,12 +114,9 @@ def repeated_message(key: str | None) -> str:
 def line_from_dict(d: Any, src: str, lineno: int) -> Line:
     """An event given as a dict (the Python API) held to the same schema."""
     try:
-        return msgspec.convert(d, Line, strict=True)
-    except msgspec.MsgspecError as e:
-        field, what = _what(e)
-        raise HistoryError(src, lineno, f"{field}: {what}" if field else what) from None
-    except RecursionError:
-        raise HistoryError(src, lineno, "value: nested too deeply") from None
+        return history_record.line_from_builtins(d, src, lineno)
+    except LineError as e:
+        raise HistoryError(src, lineno, e.what) from None
 
 
 # ---- values: one table, read by check_value and by line_schema ----
@@ -283,11 +232,9 @@ def check_value(op: Op, src: str, lineno: int) -> None:
 
 
 def line_schema() -> dict[str, Any]:
-    """The JSON Schema of one history.jsonl line: the Line struct's, with the values' table."""
-    schema = msgspec.json.schema(Line)
+    """The JSON Schema of one history.jsonl line: the Line record's, with the values' table."""
+    schema = history_record.schema()
     line = schema["$defs"]["Line"]
-    line["description"] = ("One line of history.jsonl (fencecheck DESIGN.md, History format). "
-                           "Times are integer ns since the run started.")
     branches = []
     for f, fields in VALUES.items():
         props = {name: dict(kind[2]) for name, (kind, _) in fields.items()}
@@ -306,6 +253,4 @@ def line_schema() -> dict[str, Any]:
                          "required": ["value"]},
             })
     line["allOf"] = branches
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "fencecheck history line"
     return schema

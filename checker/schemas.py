@@ -3,8 +3,9 @@ history.jsonl line.
 
 `fencecheck schema results|test|matrix|history` prints them; the tests validate every file the
 tool produces against them. Each is derived from its reader: the three files' from their record
-types (fencecheck.records, by msgspec), the history line's from the reader
-(checker.reader.line_schema), so a schema and the code that reads its file cannot drift apart.
+types (fencecheck.records, by msgspec), the history line's from its record
+(fencecheck.records.history) with the checker's table of values (checker.reader.line_schema), so
+a schema and the code that reads its file cannot drift apart.
 """
 
 from __future__ import annotations

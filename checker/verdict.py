@@ -33,7 +33,7 @@ def _events_from_dicts(items: Iterable[Mapping[str, Any]]) -> list[Op]:
     events: list[Event] = []
     for line, d in enumerate(items, 1):
         e = line_from_dict(d, "<events>", line)
-        events.append(Event(e.index, e.time, e.process, e.type, e.f, e.value, e.error))
+        events.append(e)
     return pair(events, "<events>")
 
 

@@ -1,12 +1,13 @@
-"""The event record and a worker's event log: append-only JSONL, one event a line, written to
-the file per event (one `write(2)` on an O_APPEND descriptor, no user-space buffer: a worker
-killed at any point keeps every line it wrote).
+"""A worker's event log: append-only JSONL, one event a line, written to the file per event
+(one `write(2)` on an O_APPEND descriptor, no user-space buffer: a worker killed at any point
+keeps every line it wrote).
 
-`Event` is the one owner of the record that crosses processes: `{"time": ns since t0, "process",
-"type", "f", "value", "error"?}` (DESIGN.md's history format without `index`). Workers and the
-controller's nemesis log write it, the progress tail and the merge read it; the controller
-merges all logs by time and indexes. `read_log` reads one back, tolerating a torn last line
-from a worker killed mid-write.
+The event is the record fencecheck.records.history owns (`Event`: `{"time": ns since t0,
+"process", "type", "f", "value", "error"?}`, DESIGN.md's history format without `index`); every
+line is written by its `encode_event`. Workers and the controller's nemesis log write it, the
+progress tail and the merge read it; the controller merges all logs by time and indexes.
+`read_log` reads one back, tolerating a torn last line from a worker killed mid-write.
+`encode_line` is the same JSON line for any dict (the fenced store's protocol).
 """
 
 from __future__ import annotations
@@ -15,57 +16,36 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
+from fencecheck.records import history as history_record
+from fencecheck.records.history import EVENT_TYPES as EVENT_TYPES
+from fencecheck.records.history import EventType as EventType
+from fencecheck.records.history import LineError
 from fencecheck.workloads.base import WorkloadError
 
 log = logging.getLogger(__name__)
 
-EventType = Literal["invoke", "ok", "fail", "info"]
-EVENT_TYPES: tuple[EventType, ...] = ("invoke", "ok", "fail", "info")
 FIELDS = ("time", "process", "type", "f", "value")  # every event has these; `error` is optional
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One operation event. `process`: a worker's process id, or "nemesis"."""
-
-    time: int  # ns since the controller's t0
-    process: int | str
-    type: EventType
-    f: str
-    value: Any = None
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"time": self.time, "process": self.process, "type": self.type,
-                             "f": self.f, "value": self.value}
-        if self.error is not None:
-            d["error"] = self.error
-        return d
+class Event(history_record.Event):
+    """One operation event (the record, with errors as this package's). `process`: a worker's
+    process id, or "nemesis"."""
 
     @classmethod
     def from_json(cls, data: object) -> Event:
         """The event in data; WorkloadError naming what is wrong if it is not one."""
         if not isinstance(data, dict):
             raise WorkloadError("event: not a JSON object")
-        t, typ, f = data.get("time"), data.get("type"), data.get("f")
-        if not isinstance(t, int) or isinstance(t, bool):
-            raise WorkloadError("event: time is not an integer")
-        if typ not in EVENT_TYPES:
-            raise WorkloadError(f"event: type {typ!r} is not one of {', '.join(EVENT_TYPES)}")
-        if not isinstance(f, str):
-            raise WorkloadError("event: f is not a string")
-        process = data.get("process")
-        if not isinstance(process, int | str) or isinstance(process, bool):
-            raise WorkloadError("event: process is neither a process id nor a name")
-        error = data.get("error")
-        return cls(t, process, typ, f, data.get("value"),
-                   None if error is None else str(error))
+        try:
+            ev = history_record.event_from_builtins(data)
+        except LineError as e:
+            raise WorkloadError(f"event: {e.what}") from None
+        return cls(ev.time, ev.process, ev.type, ev.f, ev.value, ev.error)
 
 
 class EventLog:
@@ -90,16 +70,12 @@ class EventLog:
         error: str | None = None,
     ) -> int:
         """Append one event stamped now; returns its time. Times never decrease within a log."""
-        # Event(...).to_json() and now() inlined: this runs twice per operation of every worker.
+        # now() inlined: this runs twice per operation of every worker
         t = _monotonic_ns() - self.t0_ns
         if t < self._last:
             t = self._last
         self._last = t
-        line: dict[str, Any] = {"time": t, "process": process, "type": type_, "f": f,
-                                "value": value}
-        if error is not None:
-            line["error"] = error
-        data = encode_line(line)
+        data = _encode_event(_Event(t, process, type_, f, value, error))
         written = os.write(self._fd, data)
         if written < len(data):  # a short write: hardly ever (a full disk, a signal)
             _write_all(self._fd, data[written:])
@@ -119,6 +95,8 @@ class EventLog:
 
 _ENCODER = msgspec.json.Encoder()
 _monotonic_ns = time.monotonic_ns
+_Event = history_record.Event
+_encode_event = history_record.encode_event
 
 
 def encode_line(obj: dict[str, Any]) -> bytes:

@@ -24,19 +24,25 @@ recorded holds as they are, never adaptively.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+import msgspec
 
 from fencecheck.nemesis.faults.base import AS_NAMED as AS_NAMED  # re-exported: roles of a Step
 from fencecheck.nemesis.faults.base import HOLDER as HOLDER
 from fencecheck.nemesis.faults.base import ROLES, Fault, RoleTargets, ScheduleView
 from fencecheck.nemesis.successor import ENDED_BY_SUCCESSOR, SETTLE_S, SuccessorWatch
+from fencecheck.records import schedule as schedule_record
+from fencecheck.records.base import RecordError
+from fencecheck.records.history import encode_event
+from fencecheck.records.schedule import SCHEDULE_FORMAT as SCHEDULE_FORMAT  # re-exported
+from fencecheck.records.schedule import Step as Step
 from fencecheck.run.config import ConfigError, RunConfig
 from fencecheck.run.progress import Progress, ProgressFn
 from fencecheck.run.signals import Interrupted
@@ -52,11 +58,11 @@ class NemesisLog:
 
     def __init__(self, path: Path, t0_ns: int) -> None:
         self.t0_ns = t0_ns
-        self.fh: IO[str] = open(path, "a")  # noqa: SIM115 (closed by close())
+        self.fh: IO[bytes] = open(path, "ab")  # noqa: SIM115 (closed by close())
 
     def write(self, typ: EventType, f: str, value: Any, error: str | None = None) -> None:
         ev = Event(time.monotonic_ns() - self.t0_ns, "nemesis", typ, f, value, error)
-        self.fh.write(json.dumps(ev.to_json(), separators=(",", ":"), default=str) + "\n")
+        self.fh.write(encode_event(ev, default=str))
         self.fh.flush()
 
     def close(self) -> None:
@@ -73,7 +79,6 @@ class ScheduledFault:
     ends_on_successor: bool = False
 
 
-SCHEDULE_FORMAT = 1
 STARTUP_WAIT_S = 15.0  # how long a first holder-aware fault waits for the workers to start
 # How long the time limit may wait for every worker's first event. The limit is the workload's
 # time: on a loaded machine (a parallel test suite, a matrix with --jobs) five Python workers
@@ -86,56 +91,26 @@ class ScheduleError(ConfigError):
     """A recorded schedule that cannot be replayed (one line; the CLI exits 3)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One fault of a schedule: `gap_s` after the previous fault stopped (or the run started),
-    `fault` starts, on targets by `role` (`value`: what they were when recorded), for `hold_s`
-    (`drawn_hold_s`: the hold drawn for it, where it ended early when its successor was seen)."""
-
-    gap_s: float
-    fault: str
-    hold_s: float
-    role: str
-    value: Any = None
-    waited: bool = False  # started only once a fresh grant came (or 3 s passed)
-    drawn_hold_s: float | None = None
-
-
-def _step_json(step: Step) -> dict[str, Any]:
-    d = asdict(step)
-    if d["drawn_hold_s"] is None:
-        del d["drawn_hold_s"]  # the hold played was the one drawn
-    return d
-
-
 def write_steps(path: Path, steps: Sequence[Step]) -> None:
-    data = {"format": SCHEDULE_FORMAT, "steps": [_step_json(s) for s in steps]}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    tmp.replace(path)  # a run killed mid-write leaves the previous complete schedule
+    # atomic: a run killed mid-write leaves the previous complete schedule
+    schedule_record.write(path, schedule_record.of_steps(steps))
 
 
 def load_steps(path: Path, faults: Sequence[str] | None = None) -> tuple[Step, ...]:
     """A recorded schedule; `faults`, if given, the faults this run has (a step of another is
     refused: the configuration differs)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("format") != SCHEDULE_FORMAT:
-            raise ValueError(f"not a schedule of format {SCHEDULE_FORMAT}")
-        steps = tuple(Step(float(s["gap_s"]), str(s["fault"]), float(s["hold_s"]),
-                           str(s["role"]), s.get("value"), bool(s.get("waited", False)),
-                           None if s.get("drawn_hold_s") is None else float(s["drawn_hold_s"]))
-                      for s in data["steps"])
-    except OSError as e:
-        raise ScheduleError(f"{path}: cannot read: {e.strerror or e}") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ScheduleError(f"{path}: not a fault schedule: {e}") from None
+        steps = tuple(schedule_record.read(path).steps)
+    except RecordError as e:
+        text = str(e).removeprefix(f"{path}: ")
+        if text.startswith("cannot read"):
+            raise ScheduleError(f"{path}: {text}") from None
+        raise ScheduleError(f"{path}: not a fault schedule: {text}") from None
     for i, st in enumerate(steps, start=1):
         if faults is not None and st.fault not in faults:
             raise ScheduleError(f"{path}: step {i}: fault {st.fault!r} is not one of this "
                                 f"run's ({', '.join(faults) or 'none'})")
-        if (st.role not in ROLES or st.gap_s < 0 or st.hold_s < 0
-                or (st.drawn_hold_s is not None and st.drawn_hold_s < 0)):
+        if st.role not in ROLES:
             raise ScheduleError(f"{path}: step {i}: bad role or negative time")
     return steps
 
@@ -408,7 +383,7 @@ class _Recorder:
         self._write()
 
     def replace_last(self, **changes: Any) -> None:
-        self.steps[-1] = replace(self.steps[-1], **changes)
+        self.steps[-1] = msgspec.structs.replace(self.steps[-1], **changes)
         self._write()
 
 

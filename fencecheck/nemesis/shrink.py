@@ -24,11 +24,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from msgspec import UNSET
+from msgspec.structs import replace
 
 from fencecheck.nemesis.schedule import Step, load_steps, write_steps
 from fencecheck.records import results as results_record

@@ -1,8 +1,9 @@
 """Merges the per-process event logs (workers, final read, nemesis) into `history.jsonl`.
 
 Each log is in its writer's time order; the merge orders all events by time (the one monotonic
-clock), keeping each file's own order on ties, and numbers them. A final partial line (a worker
-killed mid-write) is dropped and logged, never guessed at.
+clock), keeping each file's own order on ties, and numbers them, each line written by the history
+line record (fencecheck.records.history). A final partial line (a worker killed mid-write) is
+dropped and logged, never guessed at.
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from __future__ import annotations
 import heapq
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from fencecheck.workloads.eventlog import FIELDS
+from fencecheck.records.history import Line, encode_line
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +49,12 @@ def merge_logs(logs: Sequence[Path], out: Path) -> int:
     streams = [_events(p, i) for i, p in enumerate(logs)]
     tmp = out.with_suffix(".tmp")
     count = 0
-    with open(tmp, "w") as fh:
+    with open(tmp, "wb") as fh:
         for _t, _r, _n, ev in heapq.merge(*streams, key=lambda e: (e[0], e[1], e[2])):
-            rec: dict[str, Any] = {"index": count}
-            for k in FIELDS:
-                rec[k] = ev.get(k)
-            if ev.get("error") is not None:
-                rec["error"] = ev["error"]
-            fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            # the logs' events as they are: the checker judges the history, the merge orders it
+            get: Callable[[str], Any] = ev.get
+            fh.write(encode_line(Line(count, ev["time"], get("process"), get("type"), get("f"),
+                                      get("value"), get("error"))))
             count += 1
     tmp.replace(out)
     return count

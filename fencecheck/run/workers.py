@@ -19,13 +19,13 @@ from typing import Any
 from fencecheck.clusters.base import ClientNode, ClusterError
 from fencecheck.descriptors.base import FaultDescriptor
 from fencecheck.nemesis.faults.base import Fault, WorkerEnv
+from fencecheck.records.history import FINAL_READ_PROCESS_BASE as FINAL_READ_PROCESS_BASE
 from fencecheck.run.config import RunConfig
 from fencecheck.run.store import write_json
 from fencecheck.workloads.loops.worker import WorkerConfig
 
 log = logging.getLogger(__name__)
 
-FINAL_READ_PROCESS_BASE = 1_000_000
 
 
 @dataclass(slots=True)
