@@ -9,21 +9,21 @@ import random
 from typing import Any
 
 from fencecheck.nemesis.faults.base import AS_NAMED, HOLDER, ScheduleView
-from fencecheck.nemesis.schedule import (
+from fencecheck.nemesis.schedule import ScheduledFault
+from fencecheck.nemesis.scheduler import (
     STARTUP_WAIT_S,
     WAIT_FOR_GRANT_S,
     Action,
     EndEarly,
     Observed,
-    ScheduledFault,
+    ReplayedSchedule,
     Scheduler,
+    SeededSchedule,
     StartFault,
-    Step,
     StopFault,
-    _Replayed,
-    _Schedule,
 )
 from fencecheck.nemesis.successor import ENDED_BY_SUCCESSOR, SETTLE_S
+from fencecheck.records.schedule import Step
 from fencecheck.run.config import make_config
 from fencecheck.run.tail import Holding
 from tests.fencecheck.fakes import Calls, FakeFault
@@ -49,7 +49,8 @@ def scheduler(seed: int = 1, *, ends_early: bool = True, waits: bool = True,
     table = {"pause": ScheduledFault(LongFault("pause", Calls()), waits_for_grant=waits,
                                      ends_on_successor=ends_early)}
     rng = random.Random(seed)
-    return Scheduler(_Schedule(cfg, rng, table), rng, worker_target, WORKERS, ["n1"], start=0.0)
+    return Scheduler(SeededSchedule(cfg, rng, table), rng, worker_target, WORKERS, ["n1"],
+                     start=0.0)
 
 
 def grant(worker: str, since_ns: int, seen_at: float, writes: int = 0) -> Holding:
@@ -161,7 +162,7 @@ def test_a_replay_plays_the_recorded_steps_then_nothing() -> None:
     steps = [Step(0.5, "pause", 1.0, AS_NAMED, "c2"), Step(2.0, "pause", 0.5, HOLDER, "c1",
                                                              waited=True)]
     rng = random.Random(9)
-    s = Scheduler(_Replayed(steps), rng, worker_target, WORKERS, ["n1"], start=0.0)
+    s = Scheduler(ReplayedSchedule(steps), rng, worker_target, WORKERS, ["n1"], start=0.0)
     g = grant("c1", 1, 3.6)
     actions = drive(s, 12.0, {3.6: Observed([g], ["c1"], [g], 1)})
     starts = [(t, a.step) for t, a in actions if isinstance(a, StartFault)]

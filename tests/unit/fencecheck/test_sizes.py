@@ -35,12 +35,10 @@ LONG_FUNCTIONS: dict[tuple[str, str], str] = {
     # the linearizability search (Porcupine's algorithm): backtracking with a cache of states
     ("checker/linear/search.py", "search"): "hot loop: the linearizability search",
     # being split in another branch: remove when it lands
-    ("fencecheck/nemesis/schedule.py", "run_schedule"): "being split in another branch",
 }
 
 # module -> why it may be longer than MAX_MODULE_LINES.
 LONG_MODULES: dict[str, str] = {
-    "fencecheck/nemesis/schedule.py": "being split in another branch",
     "clusters/cleaner.py": "being split in another branch",
     "clusters/faults/unsynced_fs.py": "being split in another branch",
 }

@@ -15,7 +15,7 @@ import pytest
 from fencecheck.checker import names
 from fencecheck.checker.base import Event as CheckerEvent
 from fencecheck.checker.reader import line_schema
-from fencecheck.nemesis.schedule import EventLog as NemesisLog
+from fencecheck.nemesis.schedule import NemesisLog
 from fencecheck.records import history
 from fencecheck.records.base import RecordError
 from fencecheck.records.history import FINAL_READ_PROCESS_BASE, Event, Line, LineError
