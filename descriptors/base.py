@@ -14,6 +14,9 @@ PAUSE = "pause"  # Pausable: SIGSTOP/SIGCONT one server
 KILL = "kill"  # Killable: SIGKILL one server and restart it on its data
 CLOCK = "clock"  # its servers' clocks can be moved by the LD_PRELOAD shim (takes env_for)
 FAILOVER = "failover"  # FailsOver: a primary that replicas take over from
+# DataDirs and Killable: its durable state lives in a data directory that can be placed on the
+# lose-unsynced file system, and it fsyncs what it means to keep
+UNSYNCED = "lose-unsynced"
 
 RUNTIMES: tuple[str, ...] = ("netns", "docker", "ssh")
 

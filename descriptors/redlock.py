@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from fencecheck.descriptors.base import CLOCK, KILL, PAUSE, BackendDescriptor, ClientDescriptor
+from fencecheck.descriptors.base import (
+    CLOCK,
+    KILL,
+    PAUSE,
+    UNSYNCED,
+    BackendDescriptor,
+    ClientDescriptor,
+)
 from fencecheck.descriptors.redis import REDIS_NEEDS, REDIS_VERSION
 
 BACKEND = BackendDescriptor(
@@ -25,7 +32,7 @@ BACKEND = BackendDescriptor(
     ),
     token="none",
     nodes=5,
-    capabilities=frozenset({PAUSE, KILL, CLOCK}),
+    capabilities=frozenset({PAUSE, KILL, CLOCK, UNSYNCED}),
     service_args=frozenset({"persistence", "env_for", "ledger"}),
     needs=REDIS_NEEDS,
     version_argv=REDIS_VERSION,

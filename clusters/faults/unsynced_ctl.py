@@ -8,7 +8,9 @@ Naming rule: a run's file system for node NODE is mounted at `<run_dir>/unsynced
 its backing directory is `<run_dir>/unsynced/<NODE>/data` and its control socket
 `<run_dir>/unsynced/<NODE>/ctl.sock`; the mount's source (first field of /proc/mounts) is
 `fencecheck-<run>-<NODE>` and its type `fuse.fc_unsynced`, so a cleaner finds a run's mounts by
-source prefix, and any machine-wide leftovers by type, without live objects.
+source prefix, and any machine-wide leftovers by type, without live objects. A run records each
+mount in its ledger (kind `unsynced-mount`, with its mountpoint) before making it; importing this
+module teaches the cleaner to undo that kind (a lazy unmount; "not mounted" is already gone).
 
 Protocol: one Unix stream connection per command; the client sends one line (`lose`, `status`,
 or `sync`: make everything written so far durable), the file system answers one line of JSON
@@ -26,12 +28,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fencecheck.clusters.base import ClusterError
+from fencecheck.clusters.cleaner import register_undo
 
 log = logging.getLogger(__name__)
 
@@ -204,3 +207,19 @@ def lazy_unmount(mountpoint: Path) -> None:
 
 def _unescape(field: str) -> str:
     return field.encode().decode("unicode_escape")
+
+
+MOUNT_KIND = "unsynced-mount"
+
+
+def undo_mount(rec: Mapping[str, Any]) -> str | None:
+    """The cleaner's undo of a recorded mount: detach it if it is still there (a killed run's
+    file system process may be gone, leaving a dead mount that only an unmount removes)."""
+    mountpoint = Path(str(rec["mountpoint"]))
+    if not any(src == rec["name"] and m == mountpoint for src, m in mounts(str(rec["name"]))):
+        return None
+    lazy_unmount(mountpoint)
+    return f"unsynced mount {rec['name']} at {mountpoint}"
+
+
+register_undo(MOUNT_KIND, undo_mount)
