@@ -12,10 +12,10 @@ address, protected mode off, and persistence as asked:
 
 Capabilities: `Pausable` (SIGSTOP/SIGCONT), `Killable` (SIGKILL, then restart on the same data
 dir), `DataDirs` (the AOF's `dir` placed elsewhere, e.g. on the lose-unsynced file system;
-config and log stay in the node's directory), `LogFiles`. `env_for(node)` adds environment to a node's server (e.g. LD_PRELOAD for a
-clock shim). Given the run's `Ledger`, every server is marked and recorded so that
-`teardown_run` finds it after a crash even outside a namespace; that part assumes the node's
-processes are on this host (netns or loopback runtimes).
+config and log stay in the node's directory), `LogFiles`. `env_for(node)` adds environment to a
+node's server (e.g. LD_PRELOAD for a clock shim). Given the run's `Ledger`, every server is
+marked and recorded so that `teardown_run` finds it after a crash even outside a namespace; that
+part assumes the node's processes are on this host (netns or loopback runtimes).
 """
 
 from __future__ import annotations
