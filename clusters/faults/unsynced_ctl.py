@@ -149,8 +149,11 @@ def start(mountpoint: Path, backing: Path, control: Path, name: str,
         control.unlink()
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(log_path, "ab")) if log_path else subprocess.DEVNULL
+        # Its own session, as the servers' (setsid): a Ctrl-C or a SIGTERM to the controller's
+        # process group must not unmount the data under servers still running; it is stopped
+        # after them.
         proc = subprocess.Popen(argv(mountpoint, backing, control, name, names),
-                                stdout=out, stderr=subprocess.STDOUT)
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:

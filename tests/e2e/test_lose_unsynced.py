@@ -103,22 +103,49 @@ def test_a_service_or_runtime_without_the_capability_is_refused(
     assert not list(tmp_path.glob("*/2*")), "refused before anything was created"
 
 
-def test_teardown_unmounts_what_a_killed_run_left(tmp_path: Path) -> None:
-    proc = subprocess.Popen(fencecheck_argv("run", "--store", str(tmp_path), *REDIS,
+def _wait_for_a_fault(store: Path) -> None:
+    deadline = time.monotonic() + 45
+    while time.monotonic() < deadline:
+        logs = list(store.glob("*/latest/nemesis.jsonl"))
+        if logs and "start-lose-unsynced" in logs[0].read_text():
+            return
+        time.sleep(0.1)
+    pytest.fail("no lose-unsynced fault started within 45 s")
+
+
+def _start(store: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(fencecheck_argv("run", "--store", str(store), *REDIS,
                                             "--persistence", "everysec", "--time-limit", "60"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def test_a_sigterm_to_the_group_mid_fault_heals_and_unmounts(tmp_path: Path) -> None:
+    # the file systems run in their own session, as the servers do: the signal that stops the
+    # run must not take the data away from servers that are still being stopped
+    proc = _start(tmp_path)
     try:
-        deadline = time.monotonic() + 45
-        while time.monotonic() < deadline:
-            logs = list(tmp_path.glob("*/latest/nemesis.jsonl"))
-            if logs and "start-lose-unsynced" in logs[0].read_text():
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail("no lose-unsynced fault started within 45 s")
+        _wait_for_a_fault(tmp_path)
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    run_dir = next(tmp_path.glob("*/latest")).resolve()
+    assert not fc_mounts(json.loads((run_dir / "test.json").read_text())["run_id"])
+    assert not run_processes_alive(run_dir)
+    assert (run_dir / "history.jsonl").exists()
+
+
+def test_teardown_unmounts_what_a_killed_run_left(tmp_path: Path) -> None:
+    proc = _start(tmp_path)
+    try:
+        _wait_for_a_fault(tmp_path)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        proc.communicate()
     run_dir = next(tmp_path.glob("*/latest")).resolve()
     rid = json.loads((run_dir / "test.json").read_text())["run_id"]
     assert fc_mounts(rid), "the killed run should have left its mount"
