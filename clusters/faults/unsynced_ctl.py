@@ -157,7 +157,8 @@ def start(mountpoint: Path, backing: Path, control: Path, name: str,
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
-            raise UnsyncedFsError(f"unsynced fs {name} exited with {proc.returncode} at start")
+            raise UnsyncedFsError(f"unsynced fs {name} exited with {proc.returncode} at start"
+                                  f"{_last_line(log_path)}")
         if control.exists():
             with contextlib.suppress(UnsyncedFsError):
                 status(control, timeout_s=1.0)
@@ -206,6 +207,15 @@ def lazy_unmount(mountpoint: Path) -> None:
     log.debug("fusermount3 -uz %s: %d %s", mountpoint, res.returncode, res.stderr.strip())
     if res.returncode != 0 and mounted(mountpoint):
         raise UnsyncedFsError(f"fusermount3 -uz {mountpoint}: {res.stderr.strip()}")
+
+
+def _last_line(log_path: Path | None) -> str:
+    """': ' and the last line of the file system's log (why it refused to start), if any."""
+    try:
+        lines = log_path.read_text(errors="replace").strip().splitlines() if log_path else []
+    except OSError:
+        lines = []
+    return f": {lines[-1]}" if lines else ""
 
 
 def _unescape(field: str) -> str:
