@@ -181,6 +181,18 @@ class Killable(Protocol):
 
 
 @runtime_checkable
+class DataDirs(Protocol):
+    """A service whose node keeps its durable state in one data directory that can be placed
+    before `setup` (the lose-unsynced fault puts it on its file system); its log and config
+    stay elsewhere, so a lost write never takes the evidence with it."""
+
+    def place_data(self, node: str, path: Path) -> None:
+        """Before `setup`: keep node's durable state in `path`, an existing directory. Must not
+        start anything."""
+        ...
+
+
+@runtime_checkable
 class HasPrimary(Protocol):
     """A service with one primary node at a time that can move (Sentinel): faults aimed at
     "the primary" ask it when they start."""

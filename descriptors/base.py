@@ -14,6 +14,9 @@ PAUSE = "pause"  # Pausable: SIGSTOP/SIGCONT one server
 KILL = "kill"  # Killable: SIGKILL one server and restart it on its data
 CLOCK = "clock"  # its servers' clocks can be moved by the LD_PRELOAD shim (takes env_for)
 FAILOVER = "failover"  # FailsOver: a primary that replicas take over from
+# DataDirs and Killable: its durable state lives in a data directory that can be placed on the
+# lose-unsynced file system, and it fsyncs what it means to keep
+UNSYNCED = "lose-unsynced"
 
 RUNTIMES: tuple[str, ...] = ("netns", "docker", "ssh")
 
@@ -82,8 +85,9 @@ class BackendDescriptor:
     `service` is the "module:Class" of its LockService, built with the keyword arguments named
     in `service_args` (a subset of "persistence", "env_for", "ledger"): declared, never guessed.
     `clients`: the clients that drive it, the default first. `capabilities`: what faults may
-    rely on (PAUSE, KILL, CLOCK, FAILOVER). `clock_refusal`: why CLOCK is missing, shown when a
-    clock fault is refused. `version_argv`: prints the server's version on its first line.
+    rely on (PAUSE, KILL, CLOCK, FAILOVER, UNSYNCED). `clock_refusal`: why CLOCK is missing,
+    shown when a clock fault is refused. `version_argv`: prints the server's version on its
+    first line.
     `preflight`: a "module:function" called before a run creates anything; a ClusterError it
     raises (a server binary that is not built, with the command that builds it) is exit 3.
     `weight`: a run's share of the machine (1 = a redis-server run), for parallel matrices."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fencecheck.descriptors.base import (
     KILL,
     PAUSE,
+    UNSYNCED,
     BackendDescriptor,
     ClientDescriptor,
     Need,
@@ -73,7 +74,7 @@ BACKEND = BackendDescriptor(
     token="create revision",
     nodes=3,
     weight=2,  # three etcd members
-    capabilities=frozenset({PAUSE, KILL}),
+    capabilities=frozenset({PAUSE, KILL, UNSYNCED}),
     service_args=frozenset({"env_for", "ledger"}),
     needs=(
         Need("etcd", binary="etcd", package="etcd-server"),

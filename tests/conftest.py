@@ -158,6 +158,14 @@ def fc_namespaces(run_id: str = "") -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
 
 
+def fc_mounts(run_id: str = "") -> list[tuple[str, Path]]:
+    """(source, mountpoint) of the lose-unsynced FUSE mounts (of one run, if given), dead ones
+    included: a file system process killed without an unmount leaves its mount in the table."""
+    from fencecheck.clusters.faults.unsynced_ctl import mounts
+
+    return mounts(f"fencecheck-{run_id}-" if run_id else "fencecheck-")
+
+
 def _ps() -> list[str]:
     argv = ["ps", "-ww", "-eo", "pid=,stat=,args="]  # -ww: full command lines, never cut
     return subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()
@@ -268,17 +276,22 @@ def _stopped_of(lines: set[str], runs: set[str], roots: list[Path]) -> list[str]
 
 @pytest.fixture
 def no_leftovers(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Fails the test if it leaves a namespace or a SIGSTOPped process of its own behind: of a
-    run whose ledger is in the test's tmp_path or in its xdist worker's temporary folder (the
-    worker runs one test at a time), or a stopped process of such a run or below this process.
-    What other workers' tests are doing at the same moment is not looked at."""
+    """Fails the test if it leaves a namespace, a lose-unsynced FUSE mount or a SIGSTOPped
+    process of its own behind: of a run whose ledger is in the test's tmp_path or in its xdist
+    worker's temporary folder (the worker runs one test at a time), a mount below either
+    folder, or a stopped process of such a run or below this process. What other workers'
+    tests are doing at the same moment is not looked at."""
     base = tmp_path_factory.getbasetemp()
     before_ns = set(fc_namespaces())
+    before_mounts = set(fc_mounts())
     before_stopped = set(stopped_processes())
     yield
     runs = runs_under(base, files=False) | runs_under(tmp_path)
     left_ns = {n for n in set(fc_namespaces()) - before_ns if n.split("-")[1] in runs}
-    left_stopped = _stopped_of(set(stopped_processes()) - before_stopped, runs,
-                               [tmp_path.resolve(), base.resolve()])
+    roots = [tmp_path.resolve(), base.resolve()]
+    left_mounts = {m for m in set(fc_mounts()) - before_mounts
+                   if m[0].split("-")[1] in runs or any(m[1].is_relative_to(r) for r in roots)}
+    left_stopped = _stopped_of(set(stopped_processes()) - before_stopped, runs, roots)
     assert not left_ns, f"namespaces left behind: {sorted(left_ns)}"
+    assert not left_mounts, f"FUSE mounts left behind: {sorted(left_mounts)}"
     assert not left_stopped, f"stopped processes left behind: {left_stopped}"

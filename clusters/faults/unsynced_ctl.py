@@ -8,7 +8,9 @@ Naming rule: a run's file system for node NODE is mounted at `<run_dir>/unsynced
 its backing directory is `<run_dir>/unsynced/<NODE>/data` and its control socket
 `<run_dir>/unsynced/<NODE>/ctl.sock`; the mount's source (first field of /proc/mounts) is
 `fencecheck-<run>-<NODE>` and its type `fuse.fc_unsynced`, so a cleaner finds a run's mounts by
-source prefix, and any machine-wide leftovers by type, without live objects.
+source prefix, and any machine-wide leftovers by type, without live objects. A run records each
+mount in its ledger (kind `unsynced-mount`, with its mountpoint) before making it; importing this
+module teaches the cleaner to undo that kind (a lazy unmount; "not mounted" is already gone).
 
 Protocol: one Unix stream connection per command; the client sends one line (`lose`, `status`,
 or `sync`: make everything written so far durable), the file system answers one line of JSON
@@ -26,12 +28,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fencecheck.clusters.base import ClusterError
+from fencecheck.clusters.cleaner import register_undo
 
 log = logging.getLogger(__name__)
 
@@ -146,12 +149,16 @@ def start(mountpoint: Path, backing: Path, control: Path, name: str,
         control.unlink()
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(log_path, "ab")) if log_path else subprocess.DEVNULL
+        # Its own session, as the servers' (setsid): a Ctrl-C or a SIGTERM to the controller's
+        # process group must not unmount the data under servers still running; it is stopped
+        # after them.
         proc = subprocess.Popen(argv(mountpoint, backing, control, name, names),
-                                stdout=out, stderr=subprocess.STDOUT)
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
-            raise UnsyncedFsError(f"unsynced fs {name} exited with {proc.returncode} at start")
+            raise UnsyncedFsError(f"unsynced fs {name} exited with {proc.returncode} at start"
+                                  f"{_last_line(log_path)}")
         if control.exists():
             with contextlib.suppress(UnsyncedFsError):
                 status(control, timeout_s=1.0)
@@ -202,5 +209,30 @@ def lazy_unmount(mountpoint: Path) -> None:
         raise UnsyncedFsError(f"fusermount3 -uz {mountpoint}: {res.stderr.strip()}")
 
 
+def _last_line(log_path: Path | None) -> str:
+    """': ' and the last line of the file system's log (why it refused to start), if any."""
+    try:
+        lines = log_path.read_text(errors="replace").strip().splitlines() if log_path else []
+    except OSError:
+        lines = []
+    return f": {lines[-1]}" if lines else ""
+
+
 def _unescape(field: str) -> str:
     return field.encode().decode("unicode_escape")
+
+
+MOUNT_KIND = "unsynced-mount"
+
+
+def undo_mount(rec: Mapping[str, Any]) -> str | None:
+    """The cleaner's undo of a recorded mount: detach it if it is still there (a killed run's
+    file system process may be gone, leaving a dead mount that only an unmount removes)."""
+    mountpoint = Path(str(rec["mountpoint"]))
+    if not any(src == rec["name"] and m == mountpoint for src, m in mounts(str(rec["name"]))):
+        return None
+    lazy_unmount(mountpoint)
+    return f"unsynced mount {rec['name']} at {mountpoint}"
+
+
+register_undo(MOUNT_KIND, undo_mount)

@@ -8,7 +8,8 @@ that faults heal within a test. Note the lease floor that follows from these tim
 raises any lease TTL below 1.5 x election timeout, so TTLs under 2 s become 2 s.
 
 Capabilities: `Pausable` (SIGSTOP/SIGCONT), `Killable` (SIGKILL; `restart` starts the member
-again on the same data dir with `--initial-cluster-state existing`), `LogFiles`. Readiness is
+again on the same data dir with `--initial-cluster-state existing`), `DataDirs` (the data dir
+placed elsewhere, e.g. on the lose-unsynced file system; the log stays), `LogFiles`. Readiness is
 polled through each node's Remote with `etcdctl endpoint health` (a quorum read), so it works
 unchanged on netns or ssh nodes.
 """
@@ -53,6 +54,7 @@ class EtcdService(NodeDaemons):
         self.heartbeat_ms = heartbeat_ms
         self.election_ms = election_ms
         self.ready_timeout_s = ready_timeout_s
+        self._placed: dict[str, Path] = {}
 
     # -- LockService
 
@@ -73,7 +75,7 @@ class EtcdService(NodeDaemons):
         if not self.keep_data and self.run_dir is not None:
             # Each member preallocates 64 MB of WAL; the logs are the evidence, not the data.
             for node, remote in self.nodes.items():
-                remote.run(["rm", "-rf", str(self._node_dir(node) / "etcd")], check=False)
+                remote.run(["rm", "-rf", str(self._data(node))], check=False)
 
     # -- Pausable, Killable (pause, resume, kill: NodeDaemons), LogFiles
 
@@ -82,6 +84,9 @@ class EtcdService(NodeDaemons):
         still be catching up, or cut off by a partition: use `wait_ready` to wait for health)."""
         if not self.running(node):
             self._start(node, state="existing")
+
+    def place_data(self, node: str, path: Path) -> None:
+        self._placed[node] = path
 
     def log_files(self) -> dict[str, list[Path]]:
         return {node: [self._node_dir(node) / "etcd.log"] for node in self.nodes}
@@ -118,10 +123,12 @@ class EtcdService(NodeDaemons):
                 raise ClusterError(f"etcd not healthy after {timeout_s} s on {', '.join(pending)}")
             time.sleep(0.2)
 
+    def _data(self, node: str) -> Path:
+        return self._placed.get(node, self._node_dir(node)) / "etcd"
+
     def _start(self, node: str, state: str) -> None:
         remote = self.nodes[node]
-        ndir = self._node_dir(node)
-        data = ndir / "etcd"
+        data = self._data(node)
         remote.run(["mkdir", "-p", str(data)])
         remote.run(["chmod", "700", str(data)])  # etcd 3.4 warns (3.5 refuses) otherwise
         peers = ",".join(f"{n}=http://{r.address}:{self.peer_port}" for n, r in self.nodes.items())
@@ -141,4 +148,4 @@ class EtcdService(NodeDaemons):
             "--logger=zap",
             "--log-outputs=stderr",
         ]
-        self.start_node_daemon(node, "etcd", argv, log=ndir / "etcd.log")
+        self.start_node_daemon(node, "etcd", argv, log=self._node_dir(node) / "etcd.log")

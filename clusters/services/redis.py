@@ -11,10 +11,11 @@ address, protected mode off, and persistence as asked:
 - "always": AOF, fsync on every write.
 
 Capabilities: `Pausable` (SIGSTOP/SIGCONT), `Killable` (SIGKILL, then restart on the same data
-dir), `LogFiles`. `env_for(node)` adds environment to a node's server (e.g. LD_PRELOAD for a
-clock shim). Given the run's `Ledger`, every server is marked and recorded so that
-`teardown_run` finds it after a crash even outside a namespace; that part assumes the node's
-processes are on this host (netns or loopback runtimes).
+dir), `DataDirs` (the AOF's `dir` placed elsewhere, e.g. on the lose-unsynced file system;
+config and log stay in the node's directory), `LogFiles`. `env_for(node)` adds environment to a
+node's server (e.g. LD_PRELOAD for a clock shim). Given the run's `Ledger`, every server is
+marked and recorded so that `teardown_run` finds it after a crash even outside a namespace; that
+part assumes the node's processes are on this host (netns or loopback runtimes).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class RedisService:
         self.stop_grace_s = stop_grace_s
         self._nodes: dict[str, Remote] = {}
         self._dirs: dict[str, Path] = {}
+        self._placed: dict[str, Path] = {}
         self._daemons: dict[str, Daemon] = {}
 
     # --- LockService ----------------------------------------------------------------------
@@ -75,7 +77,7 @@ class RedisService:
             d.mkdir(parents=True, exist_ok=True)
             self._dirs[node] = d
             conf = d / "redis.conf"
-            conf.write_text(self.config(remote.address, d))
+            conf.write_text(self.config(remote.address, self._placed.get(node, d)))
             remote.run(["mkdir", "-p", str(d)])
             remote.put_file(conf, str(conf))
         # Start every server before waiting for any, so N nodes cost one startup, not N.
@@ -106,7 +108,7 @@ class RedisService:
         if errors:
             raise ClusterError("redis teardown: " + "; ".join(errors))
 
-    # --- Pausable / Killable / LogFiles ---------------------------------------------------
+    # --- Pausable / Killable / DataDirs / LogFiles ------------------------------------------
 
     def pause(self, node: str) -> None:
         self._nodes[node].signal(self._daemon(node).pid, signal.SIGSTOP)
@@ -126,6 +128,9 @@ class RedisService:
             self.kill(node)
         self._start(node)
         self._wait_ready(node)
+
+    def place_data(self, node: str, path: Path) -> None:
+        self._placed[node] = path
 
     def log_files(self) -> dict[str, list[Path]]:
         return {node: [d / "redis.log"] for node, d in self._dirs.items()}

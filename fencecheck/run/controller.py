@@ -28,6 +28,7 @@ from fencecheck.nemesis.faults.base import (
     Fault,
     FaultContext,
     FaultOptions,
+    ServiceDirs,
     ServiceEnv,
 )
 from fencecheck.nemesis.schedule import NemesisLog, ScheduledFault, load_steps, run_schedule
@@ -174,6 +175,9 @@ def _drive(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str, t0_ns: int,
             if isinstance(fault, ServiceEnv):
                 env_for = fault.prepare(stack)
         service = parts.service(cfg, env_for, runtime.ledger)
+        for fault in faults.values():  # before the service's undo: its mounts outlive it
+            if isinstance(fault, ServiceDirs):
+                fault.place(service, servers, stack, runtime.ledger)
         stack.callback(service.teardown)
         service.setup(nodes, run_dir)
 

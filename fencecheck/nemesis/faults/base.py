@@ -2,6 +2,7 @@
 
 Lifecycle, in the controller's order: built with FaultOptions before anything starts; if it is
 a ServiceEnv, `prepare` runs before the lock service starts (its env goes to every server); if
+it is a ServiceDirs, `place` runs once the service is built and before it starts; if
 it is a ClientRoutes, `route` runs before the workers start (their options go through it); if
 its descriptor declares `worker_env`, `worker_env` runs before the workers start (their env);
 `bind` once the service and the workers run; then any number of `start`/`stop` pairs from the
@@ -102,6 +103,16 @@ class ServiceEnv(Protocol):
     def prepare(self, stack: ExitStack) -> EnvFor:
         """Set up; register its undo on stack first; return env_for(node) for the servers."""
         ...
+
+
+@runtime_checkable
+class ServiceDirs(Protocol):
+    """A fault that must place the servers' data directories (the lose-unsynced file system):
+    runs once the service is built and before it starts, so its undo (registered on stack
+    first) runs after the service's teardown; `ledger` records what it makes."""
+
+    def place(self, service: LockService, nodes: Sequence[str], stack: ExitStack,
+              ledger: Any) -> None: ...
 
 
 @runtime_checkable
