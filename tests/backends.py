@@ -4,7 +4,7 @@ Import the fixtures you need into a test module (`from tests.backends import etc
 `etcd`/`zookeeper`/`nats` start other clusters on addresses of one's own, `running` any service.
 Each module gets its own servers (module scope), torn down by a finally that also runs when
 setup fails halfway. Addresses are distinct per backend (127.W.44.x etcd, 127.W.45.x ZooKeeper,
-127.W.46.x PostgreSQL, 127.W.57.x NATS) and per xdist worker (W = `tests.conftest.WORKER`: 0
+127.W.46.x PostgreSQL, 127.W.57-58.x NATS) and per xdist worker (W = `tests.conftest.WORKER`: 0
 alone, 1 + N for worker gwN), so they never collide with other tests' servers on 127.0.0.1 nor
 with the same module's servers in another worker running beside it. `net(44)` is "127.W.44".
 """
@@ -24,8 +24,9 @@ import pytest
 
 from fencecheck.clusters.base import LockService, Remote
 from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.services import nats_build
 from fencecheck.clusters.services.etcd import ETCD, EtcdService
-from fencecheck.clusters.services.nats import NATS_SERVER, NatsService
+from fencecheck.clusters.services.nats import NatsService
 from fencecheck.clusters.services.postgres import BIN as PG_BIN
 from fencecheck.clusters.services.postgres import PostgresService
 from fencecheck.clusters.services.zookeeper import JAVA, ZookeeperService
@@ -104,12 +105,17 @@ def pg_server(store_dir: Path) -> Iterator[PostgresService]:
         yield svc
 
 
-def nats(n: int, prefix: str, subnet: str, store: Path,
-         lease_ms: int = 2000) -> ContextManager[NatsService]:
-    """n nats-servers (JetStream, the KV bucket with TTL lease_ms) as `etcd` does it; skips the
-    test if nats-server is missing."""
-    need(NATS_SERVER)
-    return running(NatsService(n, lease_ms=lease_ms), loopback_nodes(prefix, subnet, n), store)
+def nats(n: int, prefix: str, subnet: str, store: Path, lease_ms: int = 2000,
+         binary: str | None = None) -> ContextManager[NatsService]:
+    """n nats-servers (JetStream, the KV bucket with TTL lease_ms) as `etcd` does it; by default
+    the pinned build, whose absence fails the test (the README's test command builds it)."""
+    if binary is None:
+        try:
+            binary = str(nats_build.binary())
+        except nats_build.NotBuilt as e:
+            pytest.fail(str(e))
+    svc = NatsService(n, lease_ms=lease_ms, binary=binary)
+    return running(svc, loopback_nodes(prefix, subnet, n), store)
 
 
 @pytest.fixture(scope="module")

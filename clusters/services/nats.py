@@ -1,17 +1,19 @@
-"""`NatsService`: a JetStream cluster of nats-server (Debian's /usr/sbin/nats-server 2.9), one
-server per node, and the KV bucket the lock clients use, with 3 replicas.
+"""`NatsService`: a JetStream cluster of nats-server (the pinned release built by
+clusters/services/nats_build.py, which says why not Debian's 2.9.10), one server per node, and
+the KV bucket the lock clients use, with 3 replicas.
 
 Each server listens on its node's address (client port 4222, cluster port 6222, monitoring port
 8222), keeps its JetStream store under `<run dir>/nodes/<node>/nats/` and logs to
 `<run dir>/nodes/<node>/nats.log`; the stores are removed on teardown unless `keep_data`. The
 bucket (`fc-locks`, stream `KV_fc-locks`) is created at setup with the stream settings nats.go
 and nats-py give a KV bucket, R3 (or fewer, on a smaller cluster), and `max_age` = the run's
-lease: nats-server 2.9 has no per-message TTL (the `Nats-TTL` header came in 2.11), so the
-bucket's age limit is every key's lease, counted from the key's last write (a renewal's update
-restarts it). Each replica expires messages by its own clock, outside the Raft log.
+lease, counted from the key's last write (a renewal's update replaces the message, restarting
+it). Not a per-key TTL (the `Nats-TTL` header, 2.11+): nats-py's KV `update` cannot send one
+(only `create` can, in whole seconds), so a renewed key would stop expiring, and 2.9 has none.
+Each replica expires messages by its own clock, outside the Raft log.
 
-JetStream's own Raft timings are not configurable in 2.9 (elections take seconds), and its file
-store syncs to disk every 2 minutes by default (`sync_interval`), which is what Jepsen's 2025
+JetStream's Raft timings are not configurable (elections take seconds), and its file store
+syncs to disk every 2 minutes by default (`sync_interval`), which is what Jepsen's 2025
 analysis found losing acknowledged writes after crashes; both are left as shipped.
 
 Capabilities: `Pausable` (SIGSTOP/SIGCONT), `Killable` (SIGKILL; `restart` starts the server
@@ -30,11 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from fencecheck.clusters.base import ClusterError, Remote, RemoteError
+from fencecheck.clusters.services import nats_build
 from fencecheck.clusters.services.daemons import NodeDaemons, ProcessLedger
 
 log = logging.getLogger(__name__)
 
-NATS_SERVER = "/usr/sbin/nats-server"
+# Debian's 2.9.10: only for the test that shows why the backend does not run it.
+DEBIAN_NATS_SERVER = "/usr/sbin/nats-server"
 BUCKET = "fc-locks"
 
 # One JetStream API request over the NATS text protocol, from the node itself (argv: address,
@@ -89,7 +93,8 @@ def kv_stream_config(bucket: str, replicas: int, ttl_ms: int) -> dict[str, Any]:
 
 class NatsService(NodeDaemons):
     """A nats-server JetStream cluster of `nodes` servers and its KV bucket. See the module
-    docstring. `lease_ms` is the bucket's TTL (the run's lease)."""
+    docstring. `lease_ms` is the bucket's TTL (the run's lease); `binary` defaults to the pinned
+    build (NotBuilt, naming the command that builds it, if there is none)."""
 
     name = "nats"
 
@@ -105,6 +110,7 @@ class NatsService(NodeDaemons):
         ready_timeout_s: float = 40.0,
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
+        binary: str | None = None,
     ) -> None:
         if lease_ms <= 0:
             raise ClusterError(f"nats: lease_ms must be > 0, not {lease_ms}")
@@ -114,11 +120,14 @@ class NatsService(NodeDaemons):
         self.cluster_port = cluster_port
         self.http_port = http_port
         self.ready_timeout_s = ready_timeout_s
+        self.binary = binary
 
     # -- LockService
 
     def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
         self.adopt_nodes(nodes, run_dir)
+        if self.binary is None:
+            self.binary = str(nats_build.binary())
         t0 = time.monotonic()
         for node in self.nodes:
             self._start(node)
@@ -229,7 +238,7 @@ class NatsService(NodeDaemons):
                           for n, r in self.nodes.items() if n != node)
         run = self.run_dir.name if self.run_dir else "nats"
         argv = [
-            NATS_SERVER,
+            self.binary or str(nats_build.binary()),
             f"--name={node}",
             f"--addr={remote.address}",
             f"--port={self.client_port}",
