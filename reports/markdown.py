@@ -47,6 +47,7 @@ LIBRARIES: dict[str, tuple[str, str | None]] = {
     "pg-advisory": ("`pg_try_advisory_lock`, session-level", "psycopg"),
     "pg-advisory-counter": ("advisory lock + fencing counter bumped inside it", "psycopg"),
     "kubernetes-python": ("kubernetes `leaderelection` over a Lease", "kubernetes"),
+    "nats": ("NATS JetStream KV `create` / `update` at the last revision", "nats-py"),
     # Programs built by scripts/build-clients.sh: their versions are pinned in their go.mod / pom.
     "go-redsync": ("go-redsync `Mutex` (Redlock in Go) [redsync v4.13.0]", None),
     "etcd-go-election": ("etcd Go `concurrency.Election` [etcd client v3.5.17]", None),
