@@ -6,13 +6,14 @@ strictly increase. Short runs (15 s), fixed seeds, the two runs side by side."""
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from fencecheck.clusters.services import nats_build
-from tests.conftest import at_once
+from tests.conftest import at_once, run_fencecheck
 from tests.e2e.test_run_backends import DAMAGE, kinds, must_find, run
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
@@ -57,3 +58,17 @@ def test_unfenced_pauses_are_caught_and_fenced_by_revision_pass(tmp_path: Path) 
     else:
         assert "double-grant" not in kinds(res_u)  # the server grants one key once (v2.15)
         assert "token-regression" not in kinds(res_u)
+
+
+def test_no_built_server_and_other_runtimes_are_refused_up_front(tmp_path: Path) -> None:
+    unbuilt, docker = at_once(
+        lambda: run_fencecheck("run", "--store", str(tmp_path), "--backend", "nats", timeout=60,
+                               env={**os.environ,
+                                    "FENCECHECK_CLIENT_CACHE": str(tmp_path / "empty-cache")}),
+        lambda: run_fencecheck("run", "--store", str(tmp_path), "--backend", "nats",
+                               "--runtime", "docker", timeout=60))
+    assert unbuilt.returncode == 3, unbuilt.stdout + unbuilt.stderr
+    assert "Traceback" not in unbuilt.stderr
+    assert nats_build.BUILD_HINT in unbuilt.stderr and "not built" in unbuilt.stderr
+    assert docker.returncode == 3, docker.stderr
+    assert "does not run under --runtime docker" in docker.stderr
