@@ -17,8 +17,10 @@ later behind the history's back; instead a dead connection is replaced at the st
 operation, on the next server in turn (nothing sent if that fails: DefiniteFailure).
 
 Outcomes: a "wrong last sequence" refusal, another refusal of the stream leader (an API error
-in the publish acknowledgement) or no responders -> DefiniteFailure; a timeout or a connection
-lost while waiting for the acknowledgement -> Indeterminate (the write may be in the Raft log).
+in the publish acknowledgement) or no responders (during a stream leader election) ->
+DefiniteFailure (an acquire retries these until its deadline, as for a held lock); a timeout or a
+connection lost while waiting for the acknowledgement -> Indeterminate (the write may be in the
+Raft log).
 Options: `endpoints`, `op_timeout_s`, `bucket`, `bucket_ttl_ms` (the service's), `worker` (the
 preferred server, so workers spread), `poll_ms` (acquire poll interval, default 20).
 """
@@ -173,9 +175,11 @@ class NatsKvClient:
         except nats.js.errors.APIError as e:
             if e.err_code in _WRONG_LAST:
                 raise DefiniteFailure(what, f"{op} {key}: {e}") from None
-            if isinstance(e, nats.js.errors.NoStreamResponseError):
-                raise DefiniteFailure("unavailable", f"{op} {key}: no responders") from None
             raise DefiniteFailure("refused", f"{op} {key}: {e}") from None
+        except nats.js.errors.NoStreamResponseError:
+            # A 503 "no responders" status: no server had the stream's subject (a stream leader
+            # election), so the message reached no one.
+            raise DefiniteFailure("unavailable", f"{op} {key}: no responders") from None
         except (TimeoutError, nats.errors.TimeoutError, concurrent.futures.TimeoutError) as e:
             self._rotate()
             raise Indeterminate("timeout", f"{op} {key}: {type(e).__name__}") from None
@@ -204,15 +208,25 @@ class NatsKvClient:
         self._check_lease(lease_ms)
         owner = f"{self.owner_prefix}-{uuid.uuid4().hex[:8]}".encode()
 
+        last: list[DefiniteFailure] = []
+
         def attempt() -> int | None:
             try:
                 return self._write("held", "create", lock, owner, None)
             except DefiniteFailure as e:
-                if e.error == "held":
+                # Held, or surely not written (no stream leader, no server): try again until the
+                # acquire's deadline, as for a held lock.
+                if e.error in ("held", "unavailable", "connection-refused"):
+                    last[:] = [e]
                     return None
                 raise
 
-        revision, sent_ns = poll(lock, timeout_s, attempt, self.poll_s)
+        try:
+            revision, sent_ns = poll(lock, timeout_s, attempt, self.poll_s)
+        except DefiniteFailure as e:
+            if last and last[0].error != "held":
+                raise last[0] from None  # why the deadline passed: the service, not a holder
+            raise e from None
         return Grant(lock, revision, lease_ms, NatsHandle(revision, owner), attempt_ns=sent_ns)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:

@@ -135,3 +135,12 @@ def test_a_paused_server_makes_the_outcome_indeterminate(nats_cluster: NatsServi
 def test_a_foreign_grant_is_not_ours(clients: list[NatsKvClient]) -> None:
     with pytest.raises(DefiniteFailure, match="not-owner"):
         clients[0].release(Grant("x", 1, LEASE_MS, handle="other"))
+
+
+def test_no_responders_is_retried_then_a_definite_failure(nats_cluster: NatsService) -> None:
+    # A bucket no stream serves answers as a stream between leaders does: 503, no responders.
+    c = NatsKvClient({"endpoints": nats_cluster.endpoints(), "op_timeout_s": 1.0,
+                      "bucket": "fc-none"})
+    t0 = time.monotonic()
+    assert acquire_error(c, timeout_s=0.5) == "unavailable"
+    assert time.monotonic() - t0 >= 0.5  # tried until the deadline, not given up at once
