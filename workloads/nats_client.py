@@ -164,9 +164,13 @@ class NatsKvClient:
             return 0
 
         try:
-            return self._loop.run(go(), self.op_timeout_s * 2 + 1.0)
+            # Room for a connect to each server in turn and create's three requests: the
+            # client's own timeouts end the call first, this bound only catches a stuck loop.
+            return self._loop.run(go(), self.op_timeout_s * (len(self.endpoints) + 3) + 1.0)
         except _Refused as e:
             raise DefiniteFailure("connection-refused", f"{op}: {e}") from None
+        except nats.js.errors.InvalidKeyError:
+            raise DefiniteFailure("bad-key", f"{key!r} is not a valid KV key") from None
         except nats.js.errors.KeyWrongLastSequenceError as e:
             raise DefiniteFailure(what, f"{op} {key}: {e}") from None
         except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError) as e:

@@ -144,3 +144,8 @@ def test_no_responders_is_retried_then_a_definite_failure(nats_cluster: NatsServ
     t0 = time.monotonic()
     assert acquire_error(c, timeout_s=0.5) == "unavailable"
     assert time.monotonic() - t0 >= 0.5  # tried until the deadline, not given up at once
+
+
+def test_a_lock_name_that_is_no_kv_key_is_refused(clients: list[NatsKvClient]) -> None:
+    with pytest.raises(DefiniteFailure, match="bad-key"):
+        clients[0].acquire("no spaces", LEASE_MS, 0.2)
