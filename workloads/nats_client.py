@@ -6,9 +6,9 @@ key), polled until the acquire's timeout; the token is the revision the create w
 stream sequence: it grows with every write to the bucket, so a later grant's create has a higher
 one). renew = `update` expecting our last revision (refused once the key expired or was taken);
 release = a delete marker expecting our last revision, so it cannot remove another's lock. The
-lease is the bucket's `max_age`, set to the run's lease at setup (clusters/services/nats.py):
-nats-server 2.9 has no per-key TTL, so a grant whose lease_ms exceeds the bucket's TTL is
-refused up front rather than promised a lease the server does not keep.
+lease is the bucket's `max_age`, set to the run's lease at setup (clusters/services/nats.py
+says why not a per-key TTL), so a grant whose lease_ms exceeds the bucket's TTL is refused up
+front rather than promised a lease the server does not keep.
 
 nats-py is asyncio: each client runs one event loop in a thread of its own and every call waits
 for its coroutine there (a SIGSTOPped worker freezes that thread with the rest). Its automatic

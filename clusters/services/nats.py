@@ -19,7 +19,8 @@ analysis found losing acknowledged writes after crashes; both are left as shippe
 Capabilities: `Pausable` (SIGSTOP/SIGCONT), `Killable` (SIGKILL; `restart` starts the server
 again on the same store), `LogFiles`, `ClientOptions` (the bucket and its TTL). Readiness and
 the bucket's creation go through each node's Remote (`python3` with a few lines of the NATS
-protocol, and the monitoring port's `/healthz`), so they work unchanged on netns or ssh nodes.
+protocol, and the monitoring port's `/healthz`), as they would on ssh nodes; the binary itself
+is in this machine's build cache, which only netns nodes share.
 """
 
 from __future__ import annotations
@@ -204,7 +205,7 @@ class NatsService(NodeDaemons):
             time.sleep(0.3)
 
     def server_healthy(self, node: str, timeout_s: float = 2.0) -> bool:
-        """The node's `/healthz` (2.9: JetStream enabled and every stream it hosts current)."""
+        """The node's `/healthz`: JetStream enabled, and every stream it hosts current."""
         remote = self.nodes[node]
         url = f"http://{remote.address}:{self.http_port}/healthz"
         code = ("import sys, urllib.request\n"
