@@ -20,6 +20,7 @@ from typing import TypeVar
 from fencecheck.descriptors import (
     etcd,
     kubernetes,
+    nats,
     postgres_advisory,
     redis,
     redlock,
@@ -39,6 +40,7 @@ T = TypeVar("T")
 BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
     postgres_advisory.BACKEND, kubernetes.BACKEND,
+    nats.BACKEND,
 )
 
 # The user's own program (--client-cmd; docs/client-protocol.md) drives every backend and every

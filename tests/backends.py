@@ -1,12 +1,12 @@
-"""Shared fixtures: real etcd, ZooKeeper and PostgreSQL servers on loopback addresses.
+"""Shared fixtures: real etcd, ZooKeeper, PostgreSQL and NATS servers on loopback addresses.
 
 Import the fixtures you need into a test module (`from tests.backends import etcd_cluster`);
-`etcd`/`zookeeper` start other ensembles on addresses of one's own, `running` any service.
+`etcd`/`zookeeper`/`nats` start other clusters on addresses of one's own, `running` any service.
 Each module gets its own servers (module scope), torn down by a finally that also runs when
 setup fails halfway. Addresses are distinct per backend (127.W.44.x etcd, 127.W.45.x ZooKeeper,
-127.W.46.x PostgreSQL) and per xdist worker (W = `tests.conftest.WORKER`: 0 alone, 1 + N for
-worker gwN), so they never collide with other tests' servers on 127.0.0.1 nor with the same
-module's servers in another worker running beside it. `net(44)` is "127.W.44".
+127.W.46.x PostgreSQL, 127.W.57-58.x NATS) and per xdist worker (W = `tests.conftest.WORKER`: 0
+alone, 1 + N for worker gwN), so they never collide with other tests' servers on 127.0.0.1 nor
+with the same module's servers in another worker running beside it. `net(44)` is "127.W.44".
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ import pytest
 
 from fencecheck.clusters.base import LockService, Remote
 from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.services import nats_build
 from fencecheck.clusters.services.etcd import ETCD, EtcdService
+from fencecheck.clusters.services.nats import NatsService
 from fencecheck.clusters.services.postgres import BIN as PG_BIN
 from fencecheck.clusters.services.postgres import PostgresService
 from fencecheck.clusters.services.zookeeper import JAVA, ZookeeperService
@@ -100,4 +102,23 @@ def pg_server(store_dir: Path) -> Iterator[PostgresService]:
     need(f"{PG_BIN}/postgres")
     node = {"pg": LocalRemote("pg", f"{net(46)}.2")}
     with running(PostgresService(), node, store_dir / "pg") as svc:
+        yield svc
+
+
+def nats(n: int, prefix: str, subnet: str, store: Path, lease_ms: int = 2000,
+         binary: str | None = None) -> ContextManager[NatsService]:
+    """n nats-servers (JetStream, the KV bucket with TTL lease_ms) as `etcd` does it; by default
+    the pinned build, whose absence fails the test (the README's test command builds it)."""
+    if binary is None:
+        try:
+            binary = str(nats_build.binary())
+        except nats_build.NotBuilt as e:
+            pytest.fail(str(e))
+    svc = NatsService(n, lease_ms=lease_ms, binary=binary)
+    return running(svc, loopback_nodes(prefix, subnet, n), store)
+
+
+@pytest.fixture(scope="module")
+def nats_cluster(store_dir: Path) -> Iterator[NatsService]:
+    with nats(3, "n", net(57), store_dir / "nats") as svc:
         yield svc

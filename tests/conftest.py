@@ -202,6 +202,8 @@ GROUPS: dict[str, str] = {
     "tests/clusters/test_etcd.py": "etcd",
     "tests/workloads/test_etcd_client.py": "etcd",
     "tests/workloads/test_etcd_resource.py": "etcd",
+    "tests/clusters/test_nats.py": "nats",
+    "tests/workloads/test_nats_client.py": "nats",
     "tests/workloads/test_leader_clients.py": "leader",
     "tests/clusters/test_postgres.py": "postgres",
     "tests/workloads/test_pg_resource.py": "postgres",
