@@ -1,12 +1,12 @@
-"""Shared fixtures: real etcd, ZooKeeper and PostgreSQL servers on loopback addresses.
+"""Shared fixtures: real etcd, ZooKeeper, PostgreSQL and MariaDB servers on loopback addresses.
 
 Import the fixtures you need into a test module (`from tests.backends import etcd_cluster`);
 `etcd`/`zookeeper` start other ensembles on addresses of one's own, `running` any service.
 Each module gets its own servers (module scope), torn down by a finally that also runs when
 setup fails halfway. Addresses are distinct per backend (127.W.44.x etcd, 127.W.45.x ZooKeeper,
-127.W.46.x PostgreSQL) and per xdist worker (W = `tests.conftest.WORKER`: 0 alone, 1 + N for
-worker gwN), so they never collide with other tests' servers on 127.0.0.1 nor with the same
-module's servers in another worker running beside it. `net(44)` is "127.W.44".
+127.W.46.x PostgreSQL, 127.W.57.x MariaDB) and per xdist worker (W = `tests.conftest.WORKER`: 0
+alone, 1 + N for worker gwN), so they never collide with other tests' servers on 127.0.0.1 nor
+with the same module's servers in another worker running beside it. `net(44)` is "127.W.44".
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pytest
 from fencecheck.clusters.base import LockService, Remote
 from fencecheck.clusters.runtimes.local import LocalRemote
 from fencecheck.clusters.services.etcd import ETCD, EtcdService
+from fencecheck.clusters.services.mariadb import MARIADBD, MariadbService
 from fencecheck.clusters.services.postgres import BIN as PG_BIN
 from fencecheck.clusters.services.postgres import PostgresService
 from fencecheck.clusters.services.zookeeper import JAVA, ZookeeperService
@@ -100,4 +101,12 @@ def pg_server(store_dir: Path) -> Iterator[PostgresService]:
     need(f"{PG_BIN}/postgres")
     node = {"pg": LocalRemote("pg", f"{net(46)}.2")}
     with running(PostgresService(), node, store_dir / "pg") as svc:
+        yield svc
+
+
+@pytest.fixture(scope="module")
+def mariadb_server(store_dir: Path) -> Iterator[MariadbService]:
+    need(MARIADBD)
+    node = {"mdb": LocalRemote("mdb", f"{net(57)}.2")}
+    with running(MariadbService(), node, store_dir / "mariadb") as svc:
         yield svc
