@@ -5,6 +5,7 @@ with its data dir removed and its log kept."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pymysql  # type: ignore[import-untyped,unused-ignore]
 import pytest
@@ -17,7 +18,7 @@ from tests.backends import mariadb_server, need, net, store_dir
 __all__ = ["mariadb_server", "store_dir"]
 
 
-def connect(svc: MariadbService, address: str | None = None, timeout: int = 3) -> pymysql.Connection:
+def connect(svc: MariadbService, address: str | None = None, timeout: int = 3) -> Any:
     host, port = svc.endpoints()[0].rsplit(":", 1)
     return pymysql.connect(host=address or host, port=int(port), user="fencecheck",
                            database="fencecheck", connect_timeout=timeout, read_timeout=timeout)
