@@ -4,18 +4,29 @@ statement that takes the lock), over pymysql.
 
 `GET_LOCK(name, timeout)` is held as long as the session that took it lives (or until
 `RELEASE_LOCK`); it has no lease. What ends it against the holder's will is the server ending the
-session, and the server ends a session it does not hear from only by `wait_timeout` (whole
-seconds of silence between statements; MariaDB sets TCP keepalive only server-wide). So the
-client sets `SESSION wait_timeout = ceil(lease_s)` on its session when it asks for a lock (and
-when a renew asks for another lease), and `lease_ms` in the history means "the server keeps a
-session it has heard from within the last lease_ms". The server starts that clock when it has
-answered a statement, which is after the invoke of the last acquire or renew, so the checker's
-surely-held stretch (invoke + lease) is a sound lower bound on the real one. Unlike the
-postgres-advisory default (keepalives only) this is a lease in full: a paused holder loses its
-lock as a cut-off one does, and the other workers' sessions wait, or idle, under the same rule.
+session, and the server ends a session it cannot reach only through TCP keepalive or
+`wait_timeout`. So the client sets them from the lease the worker asks for, as the
+postgres-advisory client does, and `lease_ms` in the history means "the server keeps a session it
+has heard from within the last lease_ms":
 
-A session quiet for longer than its wait_timeout may be gone on the server; an acquire (which a
-worker sends holding nothing) opens a fresh one instead of learning that from a lost statement.
+- keepalive, always: MariaDB has it only server-wide, applied to a connection when it is
+  accepted, so before opening its session the client sets `GLOBAL tcp_keepalive_time =
+  ceil(lease_s)`, `tcp_keepalive_interval = 1`, `tcp_keepalive_probes = 1` on a short setup
+  connection (every worker of a run asks the same values; the server is the run's own). A peer
+  that stopped answering (cut off, or its host gone) is dropped a little after a lease of
+  silence; a peer whose kernel still answers keeps its lock, however long the process itself is
+  stopped, as in real use (`wait_timeout` defaults to 8 hours);
+- with the option `wait_timeout` (default off), also `SESSION wait_timeout = ceil(lease_s)`: a
+  session that sends nothing for a lease is dropped even when its host is alive, which makes the
+  lock a lease that a paused holder loses. Such a session, quiet for longer than that, may be
+  gone on the server, so an acquire (which a worker sends holding nothing) opens a fresh one
+  instead of learning it from a lost statement.
+
+Each drops a session no earlier than lease_ms after the last packet the server got from the
+client, and that packet came after the invoke of the last acquire or renew, so the checker's
+surely-held stretch (invoke + lease) is a sound lower bound on the real one. A renew asking for a
+longer lease than the session's keepalive was set for cannot keep that promise: Indeterminate,
+and the session is closed.
 
 Acquire is one statement, `GET_LOCK(name, timeout_s)` waiting on the server (the socket's read
 timeout is op_timeout_s past it). With the counter it is `INSERT ... SELECT ... WHERE
@@ -23,8 +34,8 @@ GET_LOCK(...) = 1 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)` on
 `fc_get_lock_fence`: the row moves only when the lock was granted, in the same autocommit
 statement, and the new value comes back in the OK packet as the insert id, so the token comes
 exactly with the grant in one round trip. Renew asks `IS_USED_LOCK(name) = CONNECTION_ID()` (also
-the traffic that restarts the server's clock); release is `RELEASE_LOCK`. Names longer than 64
-characters (the server's limit) are replaced by a SHA-256 prefix.
+the traffic that restarts the server's clocks); release is `RELEASE_LOCK`. Names longer than 64
+characters (the server's limit) are replaced by their SHA-256.
 
 Errors: a failed connect or session setup sent nothing about the lock: DefiniteFailure. A refused
 acquire (0 or NULL from GET_LOCK) is DefiniteFailure("timeout" or "held"). A session the server
@@ -34,7 +45,7 @@ closed: closing a session is what releases its locks once the server notices. No
 (pymysql does none).
 
 Options: `endpoints` (host:port, the first is used), `database`, `user`, `op_timeout_s`,
-`fence_counter` (bool; the "-counter" client sets it).
+`wait_timeout` (bool), `fence_counter` (bool; the "-counter" client sets it).
 """
 
 from __future__ import annotations
@@ -62,12 +73,14 @@ GET_LOCK_COUNTER = (
     f"INSERT INTO {FENCE_TABLE} (lock_name, token) SELECT %(name)s, LAST_INSERT_ID(1) FROM DUAL "
     "WHERE GET_LOCK(%(name)s, %(wait)s) = 1 "
     "ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)")
+KEEPALIVE = ("SET GLOBAL tcp_keepalive_time = %s, GLOBAL tcp_keepalive_interval = 1, "
+             "GLOBAL tcp_keepalive_probes = 1")
 HELD = "SELECT IS_USED_LOCK(%(name)s) = CONNECTION_ID()"
 RELEASE = "SELECT RELEASE_LOCK(%(name)s)"
 
 # Server errors saying it ended this session: its locks are surely gone (ER_SERVER_SHUTDOWN,
-# ER_CONNECTION_KILLED, ER_QUERY_INTERRUPTED's session form ER_NEW_ABORTING_CONNECTION).
-SESSION_ENDED = frozenset({1053, 1927, 1184})
+# ER_CONNECTION_KILLED).
+SESSION_ENDED = frozenset({1053, 1927})
 MAX_NAME = 64
 
 
@@ -76,8 +89,8 @@ def lock_name(lock: str) -> str:
     return lock if len(lock) <= MAX_NAME else hashlib.sha256(lock.encode()).hexdigest()
 
 
-def wait_timeout_s(lease_ms: int) -> int:
-    """The session's wait_timeout for a lease: whole seconds, never shorter than the lease."""
+def lease_s(lease_ms: int) -> int:
+    """A lease as the server's timeouts take it: whole seconds, never shorter than the lease."""
     return max(1, math.ceil(max(1, int(lease_ms)) / 1000))
 
 
@@ -100,18 +113,18 @@ class MariadbGetLockClient:
         self.database = str(options.get("database", "fencecheck"))
         self.user = str(options.get("user", "fencecheck"))
         self.op_timeout_s = float(options.get("op_timeout_s", 2.0))
+        self.wait_timeout = bool(options.get("wait_timeout", False))
         self.counter = bool(options.get("fence_counter", self.fence_counter))
         self.conn: Any = None  # pymysql.connections.Connection
-        self._wait_s: int | None = None  # the session's wait_timeout, once set
+        self._keepalive_s = 0  # the keepalive idle the server gave the open session
+        self._wait_s: int | None = None  # its wait_timeout, once set (option wait_timeout)
         self._quiet_since = 0.0  # monotonic time of the server's last answer
 
     # -- the session
 
-    def _connect(self) -> Any:
-        """A fresh session. Nothing here touches a lock, so every failure is definite."""
-        self._drop()
+    def _open(self) -> Any:
         try:
-            conn = pymysql.connect(
+            return pymysql.connect(
                 host=self.host, port=self.port, user=self.user, database=self.database,
                 connect_timeout=max(1, math.ceil(self.op_timeout_s)),
                 read_timeout=self.op_timeout_s, write_timeout=self.op_timeout_s,
@@ -119,7 +132,23 @@ class MariadbGetLockClient:
             )
         except pymysql.MySQLError as e:
             raise DefiniteFailure("connection-refused", str(e).strip()) from None
-        self.conn = conn
+
+    def _connect(self, lease_ms: int) -> Any:
+        """A fresh session whose keepalive is set for lease_ms. Nothing here touches a lock, so
+        every failure is definite."""
+        self._drop()
+        idle = lease_s(lease_ms)
+        setup = self._open()
+        try:
+            with setup.cursor() as cur:
+                cur.execute(KEEPALIVE, (idle,))
+        except pymysql.MySQLError as e:
+            raise DefiniteFailure("session-setup", f"keepalive: {e}".strip()) from None
+        finally:
+            with contextlib.suppress(Exception):
+                setup.close()
+        conn = self.conn = self._open()
+        self._keepalive_s = idle
         self._quiet_since = time.monotonic()
         if self.counter:
             try:
@@ -131,25 +160,29 @@ class MariadbGetLockClient:
                 raise DefiniteFailure("unavailable", f"create table: {e}".strip()) from None
         return conn
 
-    def _session(self, lease_ms: int, fresh_if_quiet: bool) -> Any:
-        """The open session with its wait_timeout set for lease_ms (module docstring)."""
-        conn = self.conn
-        quiet = time.monotonic() - self._quiet_since
-        if conn is None or not conn.open or (
-                fresh_if_quiet and self._wait_s is not None and quiet > self._wait_s - 0.5):
-            conn = self._connect()
-        want = wait_timeout_s(lease_ms)
-        if self._wait_s != want:
+    def _session(self, lease_ms: int, holding: bool) -> Any:
+        """The open session, its timeouts set for lease_ms (module docstring). `holding`: the
+        session may hold a lock (renew), so it is never replaced and a failure is uncertain."""
+        conn, want = self.conn, lease_s(lease_ms)
+        if not holding and (conn is None or not conn.open or want > self._keepalive_s or (
+                self._wait_s is not None
+                and time.monotonic() - self._quiet_since > self._wait_s - 0.5)):
+            conn = self._connect(lease_ms)
+        if conn is None or not conn.open:
+            raise DefiniteFailure("session-lost", "no session")
+        if want > self._keepalive_s:
+            self._drop()
+            raise Indeterminate("lease-too-long", f"{lease_ms} ms is longer than the session's "
+                                f"keepalive of {self._keepalive_s} s; session closed")
+        if self.wait_timeout and self._wait_s != want:
             try:
                 with conn.cursor() as cur:
                     cur.execute("SET SESSION wait_timeout = %s", (want,))
             except pymysql.MySQLError as e:
-                # On a session that may hold a lock (renew) this is as uncertain as any
-                # statement; on a fresh one nothing was asked.
                 self._drop()
-                if fresh_if_quiet:
-                    raise DefiniteFailure("session-setup", str(e).strip()) from None
-                raise Indeterminate("connection-lost", f"session setup: {e}".strip()) from None
+                if holding:
+                    raise Indeterminate("connection-lost", f"wait_timeout: {e}".strip()) from None
+                raise DefiniteFailure("session-setup", f"wait_timeout: {e}".strip()) from None
             self._wait_s = want
             self._quiet_since = time.monotonic()
         return conn
@@ -159,6 +192,7 @@ class MariadbGetLockClient:
             with contextlib.suppress(Exception):  # closing a dead socket may raise anything
                 self.conn.close()
         self.conn = None
+        self._keepalive_s = 0
         self._wait_s = None
 
     def _execute(self, sql: str, params: dict[str, Any], what: str,
@@ -192,7 +226,7 @@ class MariadbGetLockClient:
     # -- LockClient
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
-        self._session(lease_ms, fresh_if_quiet=True)
+        self._session(lease_ms, holding=False)
         name, wait = lock_name(lock), max(0.0, timeout_s)
         sent = time.monotonic_ns()
         if self.counter:
@@ -208,17 +242,13 @@ class MariadbGetLockClient:
         return Grant(lock, token if self.counter else None, lease_ms, name, attempt_ns=sent)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
-        if self.conn is None or not self.conn.open:
-            raise DefiniteFailure("session-lost", grant.lock)
-        self._session(lease_ms, fresh_if_quiet=False)
+        self._session(lease_ms, holding=True)
         held, _, _ = self._execute(HELD, {"name": grant.handle}, "renew")
         if held != 1:
             raise DefiniteFailure("not-owner", grant.lock)
         return Grant(grant.lock, grant.token, lease_ms, grant.handle)
 
     def release(self, grant: Grant) -> None:
-        if self.conn is None or not self.conn.open:
-            raise DefiniteFailure("not-owner", f"{grant.lock}: no session")
         released, _, _ = self._execute(RELEASE, {"name": grant.handle}, "release")
         if released != 1:
             raise DefiniteFailure("not-owner", grant.lock)

@@ -1,7 +1,8 @@
 """The MariaDB `GET_LOCK` clients (workloads/mariadb_client.py) against a real MariaDB 10.11: a
 grant excludes others until released, a waiter waits on the server, a refusal is definite, the
-counter grows with every grant, and the session's wait_timeout, set from the lease, is what ends
-a lock whose holder went quiet, as a killed session does."""
+counter grows with every grant, the server's timeouts are set from the lease, a quiet holder
+keeps its lock unless the option `wait_timeout` makes its silence end the session, and a killed
+session frees the lock."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from fencecheck.workloads.mariadb_client import (
     MAX_NAME,
     MariadbGetLockClient,
     MariadbGetLockCounterClient,
+    lease_s,
     lock_name,
-    wait_timeout_s,
 )
 from tests.backends import mariadb_server, store_dir
 from tests.workloads.lockchecks import assert_strictly_increasing, assert_waits_then_times_out
@@ -68,8 +69,8 @@ def test_lock_names_fit_the_server_limit_and_stay_distinct() -> None:
     assert len(lock_name(long_a)) == MAX_NAME and lock_name(long_a) != lock_name(long_b)
 
 
-def test_wait_timeout_is_never_shorter_than_the_lease() -> None:
-    assert [wait_timeout_s(ms) for ms in (1, 999, 1000, 1001, 2500)] == [1, 1, 1, 2, 3]
+def test_the_server_timeouts_are_never_shorter_than_the_lease() -> None:
+    assert [lease_s(ms) for ms in (1, 999, 1000, 1001, 2500)] == [1, 1, 1, 2, 3]
 
 
 # -- against the server
@@ -128,22 +129,44 @@ def test_counter_tokens_strictly_increase(mariadb_server: MariadbService,
                  lock) == (6,)
 
 
-def test_the_session_carries_the_lease_as_its_wait_timeout(
+def test_the_session_carries_the_lease_as_server_timeouts(
         mariadb_server: MariadbService, closing: list[MariadbGetLockClient]) -> None:
-    a = client(mariadb_server, closing)
+    a = client(mariadb_server, closing, wait_timeout=True)
     g = a.acquire(name(), 2500, 1.0)
     with a.conn.cursor() as cur:
-        cur.execute("SELECT @@session.wait_timeout")
-        assert cur.fetchone() == (3,)
-    a.renew(g, 1000)
+        cur.execute("SELECT @@session.wait_timeout, @@global.tcp_keepalive_time, "
+                    "@@global.tcp_keepalive_interval, @@global.tcp_keepalive_probes")
+        assert cur.fetchone() == (3, 3, 1, 1)
+    a.renew(g, 1000)  # a shorter lease: the keepalive set at connect still covers it
     with a.conn.cursor() as cur:
         cur.execute("SELECT @@session.wait_timeout")
         assert cur.fetchone() == (1,)
+    with pytest.raises(Indeterminate) as e:
+        a.renew(g, 5000)  # the server would drop a silent session before 5 s: no promise
+    assert e.value.error == "lease-too-long" and a.conn is None
+    b = client(mariadb_server, closing)
+    b.acquire(name(), 1000, 1.0)
+    with b.conn.cursor() as cur:
+        cur.execute("SELECT @@session.wait_timeout")
+        assert cur.fetchone() == (28800,)  # without the option: the server's default
 
 
-def test_a_quiet_holder_loses_its_lock(mariadb_server: MariadbService,
-                                       closing: list[MariadbGetLockClient]) -> None:
+def test_a_quiet_holder_keeps_its_lock_while_its_host_answers(
+        mariadb_server: MariadbService, closing: list[MariadbGetLockClient]) -> None:
     a, b = client(mariadb_server, closing), client(mariadb_server, closing)
+    lock = name()
+    g = a.acquire(lock, 1000, 1.0)
+    time.sleep(1.5)  # past the keepalive idle: the probe is answered by a's kernel
+    with pytest.raises(DefiniteFailure) as e:
+        b.acquire(lock, 1000, 1.0)
+    assert e.value.error == "timeout"
+    a.release(a.renew(g, 1000))
+
+
+def test_with_wait_timeout_a_quiet_holder_loses_its_lock(
+        mariadb_server: MariadbService, closing: list[MariadbGetLockClient]) -> None:
+    a = client(mariadb_server, closing, wait_timeout=True)
+    b = client(mariadb_server, closing)
     lock = name()
     g = a.renew(a.acquire(lock, 1000, 1.0), 1000)
     t0 = time.monotonic()
@@ -168,9 +191,9 @@ def test_a_killed_session_frees_the_lock(mariadb_server: MariadbService,
     a.release(a.acquire(lock, 5000, 1.0))
 
 
-def test_an_acquire_after_a_quiet_spell_opens_a_fresh_session(
+def test_with_wait_timeout_an_acquire_after_a_quiet_spell_opens_a_fresh_session(
         mariadb_server: MariadbService, closing: list[MariadbGetLockClient]) -> None:
-    a = client(mariadb_server, closing)
+    a = client(mariadb_server, closing, wait_timeout=True)
     lock = name()
     a.release(a.acquire(lock, 1000, 1.0))
     first = a.conn
