@@ -6,7 +6,10 @@ teardown unless `keep_data`; the server's log, `mariadb.log`, stays). No system 
 file of /etc/mysql is used (`--no-defaults` everywhere). The server runs as root with an explicit
 `--user=root` (mariadbd refuses root only without it), so any store works, unlike PostgreSQL.
 Its unix socket, which nothing here uses but mariadbd always opens, goes under /tmp by a hash of
-the node dir: a socket path is limited to 107 bytes and a store's path may be longer.
+the node dir: a socket path is limited to 107 bytes and a store's path may be longer. Its
+temporary files go beside the data dir (`mariadb-tmp/`, removed with it): the bootstrap servers
+of mariadb-install-db in runs side by side, sharing /tmp, failed on each other's temporary
+tables (`Unknown table 'mysql.tmp_user_sys'`).
 
 The server listens on the node's address only; an `--init-file` run at every start creates the
 passwordless user `fencecheck`@`%` and the database `fencecheck`. InnoDB is shrunk (8 MB redo log,
@@ -105,7 +108,8 @@ class MariadbService:
         if self.remote is not None and self.run_dir is not None:
             self.remote.run(["rm", "-f", self._socket()], check=False)
             if not self.keep_data:
-                self.remote.run(["rm", "-rf", str(self._datadir())], check=False)
+                self.remote.run(["rm", "-rf", str(self._datadir()), str(self._tmpdir())],
+                                check=False)
 
     def log_files(self) -> dict[str, list[Path]]:
         if self.node is None:
@@ -164,15 +168,19 @@ class MariadbService:
     def _datadir(self) -> Path:
         return self._dir() / "mariadb"
 
+    def _tmpdir(self) -> Path:
+        return self._dir() / "mariadb-tmp"
+
     def _socket(self) -> str:
         return f"/tmp/fc-mariadb-{hashlib.sha256(str(self._dir()).encode()).hexdigest()[:16]}.sock"
 
     def _install(self) -> None:
         remote, datadir = self._remote(), self._datadir()
-        remote.run(["rm", "-rf", str(datadir)], check=False)
-        remote.run(["mkdir", "-p", str(datadir)])
+        remote.run(["rm", "-rf", str(datadir), str(self._tmpdir())], check=False)
+        remote.run(["mkdir", "-p", str(datadir), str(self._tmpdir())])
         remote.run(
-            [INSTALL_DB, "--no-defaults", f"--datadir={datadir}", "--user=root",
+            [INSTALL_DB, "--no-defaults", f"--datadir={datadir}", f"--tmpdir={self._tmpdir()}",
+             "--user=root",
              "--auth-root-authentication-method=normal", "--skip-test-db",
              "--skip-name-resolve", *INNODB],
             timeout_s=60.0,
@@ -184,7 +192,8 @@ class MariadbService:
     def _start(self) -> None:
         remote = self._remote()
         argv = [
-            MARIADBD, "--no-defaults", f"--datadir={self._datadir()}", "--user=root",
+            MARIADBD, "--no-defaults", f"--datadir={self._datadir()}",
+            f"--tmpdir={self._tmpdir()}", "--user=root",
             f"--bind-address={remote.address}", f"--port={self.port}",
             f"--socket={self._socket()}", f"--pid-file={self._dir() / 'mariadb.pid'}",
             f"--init-file={self._dir() / 'init.sql'}",
