@@ -46,6 +46,9 @@ LIBRARIES: dict[str, tuple[str, str | None]] = {
     "zookeeper": ("kazoo `Lock`", "kazoo"),
     "pg-advisory": ("`pg_try_advisory_lock`, session-level", "psycopg"),
     "pg-advisory-counter": ("advisory lock + fencing counter bumped inside it", "psycopg"),
+    "mariadb-get-lock": ("MariaDB `GET_LOCK`, session-level", "pymysql"),
+    "mariadb-get-lock-counter": ("`GET_LOCK` + fencing counter bumped in its statement",
+                                 "pymysql"),
     "kubernetes-python": ("kubernetes `leaderelection` over a Lease", "kubernetes"),
     # Programs built by scripts/build-clients.sh: their versions are pinned in their go.mod / pom.
     "go-redsync": ("go-redsync `Mutex` (Redlock in Go) [redsync v4.13.0]", None),
