@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from fencecheck.descriptors import (
     etcd,
+    galera,
     kubernetes,
     mariadb,
     postgres_advisory,
@@ -39,7 +40,8 @@ T = TypeVar("T")
 # this package with a BACKEND is found by `discover`, so a new backend edits no existing file.
 BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
-    postgres_advisory.BACKEND, mariadb.BACKEND, kubernetes.BACKEND,
+    postgres_advisory.BACKEND, mariadb.BACKEND, galera.BACKEND,
+    kubernetes.BACKEND,
 )
 
 # The user's own program (--client-cmd; docs/client-protocol.md) drives every backend and every
