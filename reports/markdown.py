@@ -49,6 +49,8 @@ LIBRARIES: dict[str, tuple[str, str | None]] = {
     "mariadb-get-lock": ("MariaDB `GET_LOCK`, session-level", "pymysql"),
     "mariadb-get-lock-counter": ("`GET_LOCK` + fencing counter bumped in its statement",
                                  "pymysql"),
+    "galera-lock-table": ("lock table (ShedLock's pattern) on Galera, a node per worker",
+                          "pymysql"),
     "kubernetes-python": ("kubernetes `leaderelection` over a Lease", "kubernetes"),
     # Programs built by scripts/build-clients.sh: their versions are pinned in their go.mod / pom.
     "go-redsync": ("go-redsync `Mutex` (Redlock in Go) [redsync v4.13.0]", None),
