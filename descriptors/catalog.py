@@ -19,7 +19,9 @@ from typing import TypeVar
 
 from fencecheck.descriptors import (
     etcd,
+    galera,
     kubernetes,
+    mariadb,
     nats,
     postgres_advisory,
     redis,
@@ -39,8 +41,8 @@ T = TypeVar("T")
 # this package with a BACKEND is found by `discover`, so a new backend edits no existing file.
 BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
-    postgres_advisory.BACKEND, kubernetes.BACKEND,
-    nats.BACKEND,
+    postgres_advisory.BACKEND, mariadb.BACKEND, galera.BACKEND,
+    kubernetes.BACKEND, nats.BACKEND,
 )
 
 # The user's own program (--client-cmd; docs/client-protocol.md) drives every backend and every

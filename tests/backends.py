@@ -1,12 +1,14 @@
-"""Shared fixtures: real etcd, ZooKeeper, PostgreSQL and NATS servers on loopback addresses.
+"""Shared fixtures: real etcd, ZooKeeper, PostgreSQL, NATS and MariaDB servers on loopback
+addresses.
 
 Import the fixtures you need into a test module (`from tests.backends import etcd_cluster`);
 `etcd`/`zookeeper`/`nats` start other clusters on addresses of one's own, `running` any service.
 Each module gets its own servers (module scope), torn down by a finally that also runs when
 setup fails halfway. Addresses are distinct per backend (127.W.44.x etcd, 127.W.45.x ZooKeeper,
-127.W.46.x PostgreSQL, 127.W.57-58.x NATS) and per xdist worker (W = `tests.conftest.WORKER`: 0
-alone, 1 + N for worker gwN), so they never collide with other tests' servers on 127.0.0.1 nor
-with the same module's servers in another worker running beside it. `net(44)` is "127.W.44".
+127.W.46.x PostgreSQL, 127.W.57-58.x NATS, 127.W.60.x MariaDB, 127.W.61-62.x Galera) and per
+xdist worker (W = `tests.conftest.WORKER`: 0 alone, 1 + N for worker gwN), so they never collide
+with other tests' servers on 127.0.0.1 nor with the same module's servers in another worker
+running beside it. `net(44)` is "127.W.44".
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from fencecheck.clusters.base import LockService, Remote
 from fencecheck.clusters.runtimes.local import LocalRemote
 from fencecheck.clusters.services import nats_build
 from fencecheck.clusters.services.etcd import ETCD, EtcdService
+from fencecheck.clusters.services.mariadb import MARIADBD, MariadbService
 from fencecheck.clusters.services.nats import NatsService
 from fencecheck.clusters.services.postgres import BIN as PG_BIN
 from fencecheck.clusters.services.postgres import PostgresService
@@ -121,4 +124,12 @@ def nats(n: int, prefix: str, subnet: str, store: Path, lease_ms: int = 2000,
 @pytest.fixture(scope="module")
 def nats_cluster(store_dir: Path) -> Iterator[NatsService]:
     with nats(3, "n", net(57), store_dir / "nats") as svc:
+        yield svc
+
+
+@pytest.fixture(scope="module")
+def mariadb_server(store_dir: Path) -> Iterator[MariadbService]:
+    need(MARIADBD)
+    node = {"mdb": LocalRemote("mdb", f"{net(60)}.2")}
+    with running(MariadbService(), node, store_dir / "mariadb") as svc:
         yield svc
