@@ -8,13 +8,15 @@ found. `$FENCECHECK_CLIENT_CACHE` moves the cache (default /var/cache/fencecheck
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -65,3 +67,27 @@ def summary(label: str, built: bool, started: float, path: Path) -> str:
     """The line a builder prints for one program: built or found, how long, where."""
     what = "built" if built else "cached"
     return f"build-clients: {label}: {what} in {time.monotonic() - started:.1f} s: {path}"
+
+
+def build_main(prog: str, doc: str | None, label: str, build: Callable[[], tuple[Path, bool]],
+               errors: tuple[type[Exception], ...], argv: Sequence[str] | None = None) -> int:
+    """The command line of one pinned server build (`python -m ...`): `--version` prints
+    `label` (name and pinned release); else build unless cached and print the summary. A
+    failure of one of `errors` is one line and exit 3."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="store_true",
+                        help="print the pinned release and exit")
+    if parser.parse_args(argv).version:
+        print(label)
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    t = time.monotonic()
+    caught: tuple[type[Exception], ...] = (*errors, OSError)
+    try:
+        path, built = build()
+    except caught as e:
+        print(f"build-clients: {e}", file=sys.stderr)
+        return 3
+    print(summary(label, built, t, path))
+    return 0

@@ -12,13 +12,10 @@ command that builds it (the backend's preflight turns that into exit 3 before a 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import logging
 import re
 import shutil
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -77,23 +74,8 @@ def build() -> tuple[Path, bool]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fencecheck.clusters.services.kube_build",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="store_true",
-                        help="print the pinned release and exit")
-    if parser.parse_args(argv).version:
-        print(f"kube-apiserver {version()}")
-        return 0
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    t = time.monotonic()
-    try:
-        path, built = build()
-    except (ClusterError, OSError) as e:
-        print(f"build-clients: {e}", file=sys.stderr)
-        return 3
-    print(cache.summary(f"{NAME} {version()}", built, t, path))
-    return 0
+    return cache.build_main("python -m fencecheck.clusters.services.kube_build", __doc__,
+                            f"{NAME} {version()}", build, (ClusterError,), argv)
 
 
 if __name__ == "__main__":

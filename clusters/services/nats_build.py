@@ -15,10 +15,7 @@ with `go install`, which checks the module against its checksum; an unchanged pi
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,23 +60,8 @@ def build() -> tuple[Path, bool]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fencecheck.clusters.services.nats_build",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="store_true",
-                        help="print the pinned release and exit")
-    if parser.parse_args(argv).version:
-        print(f"nats-server {PIN}")
-        return 0
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    t = time.monotonic()
-    try:
-        path, built = build()
-    except (ClusterError, OSError) as e:
-        print(f"build-clients: {e}", file=sys.stderr)
-        return 3
-    print(cache.summary(f"{NAME} {PIN}", built, t, path))
-    return 0
+    return cache.build_main("python -m fencecheck.clusters.services.nats_build", __doc__,
+                            f"{NAME} {PIN}", build, (ClusterError,), argv)
 
 
 if __name__ == "__main__":
