@@ -17,12 +17,31 @@ REDIS_NEEDS = (Need("redis", binary="redis-server", package="redis-server"),)
 REDIS_VERSION = ("redis-server", "--version")
 # Redisson's RLock and RFencedLock, one program (its mode the first argument); the redis-sentinel
 # backend drives the same program through the sentinels.
-REDISSON_LOCK = Program(
+REDISSON_LOCK_PROGRAM = Program(
     "java/redisson", "maven", "RedissonLockClient", ("lock",), pins=("redisson", "redisson")
 )
-REDISSON_FENCED = Program(
+REDISSON_FENCED_PROGRAM = Program(
     "java/redisson", "maven", "RedissonLockClient", ("fenced",), pins=("redisson", "redisson")
 )
+
+
+
+def redisson_clients(where: str, token_from: str) -> tuple[ClientDescriptor, ClientDescriptor]:
+    """Redisson's RLock and RFencedLock as clients of a backend: `where` adds to their words in
+    the comparison, `token_from` says where the fenced lock's token comes from."""
+    return (
+        ClientDescriptor("redisson", "fencecheck.workloads.clients.third_party:ShippedClient",
+                         library=f"Redisson `RLock` (watchdog){where}",
+                         program=REDISSON_LOCK_PROGRAM, token=None,
+                         workloads=frozenset({"lock"}), weight=1),
+        ClientDescriptor("redisson-fenced",
+                         "fencecheck.workloads.clients.third_party:ShippedClient",
+                         library=f"Redisson `RFencedLock` (its token){where}",
+                         program=REDISSON_FENCED_PROGRAM,
+                         token=f"RFencedLock's fencing token ({token_from})",
+                         workloads=frozenset({"lock"}), weight=1),
+    )
+
 
 BACKEND = BackendDescriptor(
     name="redis",
@@ -65,24 +84,7 @@ BACKEND = BackendDescriptor(
             token=None,
         ),
         # Redisson's RLock and RFencedLock (watchdog renewal), built by scripts/build-clients.sh
-        ClientDescriptor(
-            "redisson",
-            "fencecheck.workloads.clients.third_party:ShippedClient",
-            library="Redisson `RLock` (watchdog)",
-            program=REDISSON_LOCK,
-            token=None,
-            workloads=frozenset({"lock"}),
-            weight=1,
-        ),
-        ClientDescriptor(
-            "redisson-fenced",
-            "fencecheck.workloads.clients.third_party:ShippedClient",
-            library="Redisson `RFencedLock` (its token)",
-            program=REDISSON_FENCED,
-            token="RFencedLock's fencing token (INCR per grant)",
-            workloads=frozenset({"lock"}),
-            weight=1,
-        ),
+        *redisson_clients("", "INCR per grant"),
         # ShedLock's Redis provider (scheduled jobs run once), built by scripts/build-clients.sh
         ClientDescriptor(
             "shedlock",

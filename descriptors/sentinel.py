@@ -11,7 +11,7 @@ from fencecheck.descriptors.base import (
     ClientDescriptor,
     Need,
 )
-from fencecheck.descriptors.redis import REDIS_NEEDS, REDIS_VERSION, REDISSON_FENCED, REDISSON_LOCK
+from fencecheck.descriptors.redis import REDIS_NEEDS, REDIS_VERSION, redisson_clients
 
 BACKEND = BackendDescriptor(
     name="redis-sentinel",
@@ -26,24 +26,7 @@ BACKEND = BackendDescriptor(
             token="INCR on the primary (lost with the primary's unreplicated writes)",
         ),
         # Redisson's RLock and RFencedLock through the sentinels, built by build-clients.sh
-        ClientDescriptor(
-            "redisson",
-            "fencecheck.workloads.clients.third_party:ShippedClient",
-            library="Redisson `RLock` (watchdog), through the sentinels",
-            program=REDISSON_LOCK,
-            token=None,
-            workloads=frozenset({"lock"}),
-            weight=1,
-        ),
-        ClientDescriptor(
-            "redisson-fenced",
-            "fencecheck.workloads.clients.third_party:ShippedClient",
-            library="Redisson `RFencedLock` (its token), through the sentinels",
-            program=REDISSON_FENCED,
-            token="RFencedLock's fencing token (INCR on the primary)",
-            workloads=frozenset({"lock"}),
-            weight=1,
-        ),
+        *redisson_clients(", through the sentinels", "INCR on the primary"),
     ),
     token="yes",
     nodes=3,
