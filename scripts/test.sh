@@ -34,8 +34,12 @@ fi
 # more workers than cores; the heavy ones share one xdist group (tests/conftest.py) and so never
 # start together. FC_TEST_WORKERS overrides the number (measured in the README).
 workers=${FC_TEST_WORKERS:-5}
+# A worker that dies is not replaced: with --dist loadgroup, pytest-xdist 3.8 can deadlock after
+# replacing a crashed worker (pytest-xdist #1323, #1327, #1378), which turned a crash into a run
+# that never ends. Without replacement the run ends, the crashed test is named and fails the run
+# (the rest of its worker's share is not run: it is a failed run either way).
 set +e
-.venv/bin/pytest -n "$workers" --dist loadgroup --durations=25 "$@"
+.venv/bin/pytest -n "$workers" --dist loadgroup --max-worker-restart 0 --durations=25 "$@"
 rc=$?
 set -e
 # Every test tears down its own runs; this catches a run whose test was killed outright.
