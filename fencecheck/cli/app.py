@@ -17,6 +17,7 @@ from msgspec import UNSET
 from rich.console import Console
 
 from fencecheck.checker.base import CheckerError, Results
+from fencecheck.cli import group
 from fencecheck.cli.group import LazyGroup, console, shown
 from fencecheck.descriptors.base import CatalogError
 
@@ -241,6 +242,7 @@ def version() -> None:
 
 
 def main() -> None:
+    group.AS_PROGRAM = True  # this process is the program: it may os._exit (see group.main)
     try:
         app()
     except CatalogError as e:  # a broken plugin: one line, not a traceback

@@ -97,6 +97,11 @@ def one_line_logging() -> None:
     logger.propagate = False
 
 
+# Whether this process is the `fencecheck` program (set by fencecheck.cli.app.main), not a host
+# that invokes the command group in-process.
+AS_PROGRAM = False
+
+
 class LazyGroup(TyperGroup):
     """A TyperGroup whose LAZY commands are imported on first use."""
 
@@ -158,8 +163,11 @@ class LazyGroup(TyperGroup):
             sys.exit(BAD_INPUT)
         code = rv if isinstance(rv, int) else 0
         search = sys.modules.get("fencecheck.checker.linear.search")
-        if search is not None and search.abandoned():
-            # a model search ran out of time: exit now rather than spend seconds freeing it
+        if AS_PROGRAM and search is not None and search.abandoned():
+            # A model search ran out of time: exit now rather than spend seconds freeing it.
+            # Only as the program itself: invoked in-process (a test's CliRunner, a user's own
+            # harness), os._exit would end the host process, and one search left behind by an
+            # earlier call there would end it on any later command (it killed test workers).
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)

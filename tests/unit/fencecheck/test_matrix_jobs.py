@@ -5,6 +5,7 @@ Pure logic with sleeping tasks: no runs."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import threading
 import time
@@ -95,3 +96,17 @@ def test_a_bad_jobs_value_is_exit_3() -> None:
     result = CliRunner().invoke(app, ["matrix", "examples/nightly.toml", "--jobs", "lots"])
     assert result.exit_code == 3
     assert "--jobs: 'lots'" in result.stderr
+
+
+def test_a_search_left_behind_does_not_end_a_host_that_runs_commands_in_process() -> None:
+    # An abandoned model search makes the *program* os._exit at its end (fast); a host that runs
+    # commands in-process (this test worker) must survive it: it once killed an xdist worker on
+    # the next CliRunner call after a search had timed out in the same process.
+    search = importlib.import_module("fencecheck.checker.linear.search")
+
+    search._ABANDONED.append(object())
+    try:
+        result = CliRunner().invoke(app, ["matrix", "examples/nightly.toml", "--jobs", "lots"])
+    finally:
+        search.free_abandoned()
+    assert result.exit_code == 3  # the command's own verdict; and this process is still here
