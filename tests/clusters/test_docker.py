@@ -146,7 +146,8 @@ def test_nodes_commands_daemons_and_teardown(runtime: Any, tmp_path: Path) -> No
     assert int(log.read_text().split()[0]) == d.pid
     # a client in its own namespace reaches a server, and the server sees its address
     n2.start_daemon("echo", ["python3", "-c", ECHO, n2.address], log=log.with_name("echo.log"))
-    res = _retry(lambda: c1.run(["python3", "-c", CONNECT, n2.address], timeout_s=5))
+    # 20 s for a python3 started in a container to connect: beside the parallel suite 5 s ran out
+    res = _retry(lambda: c1.run(["python3", "-c", CONNECT, n2.address], timeout_s=20))
     assert res.stdout.strip() == c1.address
     runtime.teardown()
     assert not n1.alive(d.pid)
@@ -197,20 +198,20 @@ def test_partitions_use_iptables_inside_containers_and_client_namespaces(runtime
     n1.start_daemon("echo", ["python3", "-c", ECHO, n1.address],
                     log=runtime.run_dir / "nodes" / "n1" / "echo.log")
     probe = ["python3", "-c", CONNECT, n1.address]
-    _retry(lambda: n2.run(probe, timeout_s=5))
+    _retry(lambda: n2.run(probe, timeout_s=20))
     net = IptablesNet(remotes, runtime.run_id, runtime.ledger)
     try:
         net.drop({"n1": frozenset({"n2"})})
         assert n2.run(probe, timeout_s=5, check=False).returncode != 0
-        assert remotes["c1"].run(probe, timeout_s=5).returncode == 0  # only n2 is cut off
+        assert remotes["c1"].run(probe, timeout_s=20).returncode == 0  # only n2 is cut off
         on_host = subprocess.run(["iptables", "-w", "-n", "-L", net.chain], capture_output=True)
         assert on_host.returncode != 0  # the chains are inside the containers
         net.drop({"c1": frozenset({"n1"})})
         assert remotes["c1"].run(probe, timeout_s=5, check=False).returncode != 0
     finally:
         net.heal()
-    assert n2.run(probe, timeout_s=5).returncode == 0
-    assert remotes["c1"].run(probe, timeout_s=5).returncode == 0
+    assert n2.run(probe, timeout_s=20).returncode == 0
+    assert remotes["c1"].run(probe, timeout_s=20).returncode == 0
 
 
 @pytest.mark.docker
