@@ -97,4 +97,10 @@ def kind_names() -> tuple[str, ...]:
 
 
 def kind(name: str) -> KindSpec | None:
-    return next((k for k in kinds() if k.name == name), None)
+    return _kinds_by_name().get(name)
+
+
+@cache
+def _kinds_by_name() -> dict[str, KindSpec]:
+    # read once per violation by the report: a lookup, not a scan of every check's kinds
+    return {k.name: k for k in kinds()}
