@@ -193,6 +193,34 @@ class DataDirs(Protocol):
 
 
 @runtime_checkable
+class Reconfigurable(Protocol):
+    """A service whose membership can change while it serves (etcd `member remove/add`,
+    ZooKeeper's dynamic reconfiguration). A node holds at most one member at a time; a fresh
+    member on a node is a new member (a new id, an empty data directory) at the same address."""
+
+    def members(self) -> dict[str, str]:
+        """node -> id of the member on it, for the members the service's configuration holds
+        now (asked of the service, not remembered)."""
+        ...
+
+    def leader(self) -> str | None:
+        """The node whose member leads now; None when none does."""
+        ...
+
+    def remove_member(self, node: str) -> dict[str, Any]:
+        """Remove node's member from the configuration and stop its server; returns what the
+        history records (the member's id, the configuration left). Must not touch other
+        members."""
+        ...
+
+    def add_member(self, node: str) -> dict[str, Any]:
+        """Make sure node holds a serving member: a fresh one (added to the configuration,
+        started on an empty data directory) if it holds none; started again if it holds one
+        that is not running. Returns once it serves; what the history records. Idempotent."""
+        ...
+
+
+@runtime_checkable
 class HasPrimary(Protocol):
     """A service with one primary node at a time that can move (Sentinel): faults aimed at
     "the primary" ask it when they start."""

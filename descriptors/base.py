@@ -17,6 +17,9 @@ FAILOVER = "failover"  # FailsOver: a primary that replicas take over from
 # DataDirs and Killable: its durable state lives in a data directory that can be placed on the
 # lose-unsynced file system, and it fsyncs what it means to keep
 UNSYNCED = "lose-unsynced"
+# Reconfigurable: a member can be removed and a fresh one added while it serves (the membership
+# fault)
+RECONFIG = "reconfigure"
 
 RUNTIMES: tuple[str, ...] = ("netns", "docker", "ssh")
 
@@ -34,6 +37,18 @@ class Need:
     binary: str | None = None
     path: str | None = None
     package: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendOption:
+    """A setting of a backend's servers, given as `--backend-opt NAME=VALUE`: one of `choices`,
+    `default` where it is not given. The service gets every declared option, resolved, as its
+    `options` keyword argument (declare "options" in `service_args`)."""
+
+    name: str
+    choices: tuple[str, ...]
+    default: str
+    help: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +98,12 @@ class BackendDescriptor:
     """Everything about one lock backend.
 
     `service` is the "module:Class" of its LockService, built with the keyword arguments named
-    in `service_args` (a subset of "persistence", "env_for", "ledger", "lease_ms"): declared,
-    never guessed.
+    in `service_args` (a subset of "persistence", "env_for", "ledger", "lease_ms", "options"):
+    declared, never guessed.
     `clients`: the clients that drive it, the default first. `capabilities`: what faults may
-    rely on (PAUSE, KILL, CLOCK, FAILOVER, UNSYNCED). `clock_refusal`: why CLOCK is missing,
-    shown when a clock fault is refused. `version_argv`: prints the server's version on its
-    first line.
+    rely on (PAUSE, KILL, CLOCK, FAILOVER, UNSYNCED, RECONFIG). `clock_refusal`: why CLOCK is
+    missing, shown when a clock fault is refused. `version_argv`: prints the server's version
+    on its first line.
     `preflight`: a "module:function" called before a run creates anything; a ClusterError it
     raises (a server binary that is not built, with the command that builds it) is exit 3.
     `weight`: a run's share of the machine (1 = a redis-server run), for parallel matrices."""
@@ -112,6 +127,8 @@ class BackendDescriptor:
     # `fencecheck matrix --jobs` adds up so the heavy runs (three JVM or kube-apiserver members)
     # do not start together.
     weight: int = 1
+    # Settings of its servers a run may choose (--backend-opt), e.g. ZooKeeper's forceSync.
+    options: tuple[BackendOption, ...] = ()
 
     @property
     def default_client(self) -> str:

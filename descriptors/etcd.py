@@ -5,6 +5,7 @@ from __future__ import annotations
 from fencecheck.descriptors.base import (
     KILL,
     PAUSE,
+    RECONFIG,
     UNSYNCED,
     BackendDescriptor,
     ClientDescriptor,
@@ -74,7 +75,7 @@ BACKEND = BackendDescriptor(
     token="create revision",
     nodes=3,
     weight=2,  # three etcd members
-    capabilities=frozenset({PAUSE, KILL, UNSYNCED}),
+    capabilities=frozenset({PAUSE, KILL, UNSYNCED, RECONFIG}),
     service_args=frozenset({"env_for", "ledger"}),
     needs=(
         Need("etcd", binary="etcd", package="etcd-server"),

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import sys
 
-from fencecheck.descriptors.base import KILL, PAUSE, BackendDescriptor, ClientDescriptor, Need
+from fencecheck.descriptors.base import (
+    KILL,
+    PAUSE,
+    UNSYNCED,
+    BackendDescriptor,
+    BackendOption,
+    ClientDescriptor,
+    Need,
+)
 
 BACKEND = BackendDescriptor(
     name="nats",
@@ -20,10 +28,13 @@ BACKEND = BackendDescriptor(
     token="KV revision",
     nodes=3,
     weight=2,  # three nats-server processes
-    capabilities=frozenset({PAUSE, KILL}),
+    capabilities=frozenset({PAUSE, KILL, UNSYNCED}),
     # lease_ms: the bucket's max_age is every key's lease (clusters/services/nats.py says why
     # not a per-key TTL)
-    service_args=frozenset({"env_for", "ledger", "lease_ms"}),
+    service_args=frozenset({"env_for", "ledger", "lease_ms", "options"}),
+    options=(BackendOption("sync_interval", ("default", "always"), "default",
+                           "JetStream's file store: synced every 2 minutes as shipped, or "
+                           "each write before it is acknowledged"),),
     # The servers run the binary from this machine's build cache, which only the netns
     # runtime's nodes share.
     runtimes=frozenset({"netns"}),

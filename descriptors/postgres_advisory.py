@@ -4,7 +4,14 @@ workloads/clients/pg_advisory.py) are what take a lock from a holder it cannot r
 
 from __future__ import annotations
 
-from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, Need, Program
+from fencecheck.descriptors.base import (
+    KILL,
+    UNSYNCED,
+    BackendDescriptor,
+    ClientDescriptor,
+    Need,
+    Program,
+)
 
 BACKEND = BackendDescriptor(
     name="postgres-advisory",
@@ -44,6 +51,8 @@ BACKEND = BackendDescriptor(
     token="pg-advisory-counter: yes",
     nodes=1,
     max_nodes=1,
+    # lose-unsynced: on that file system the server runs with fsync on
+    capabilities=frozenset({KILL, UNSYNCED}),
     service_args=frozenset({"ledger"}),
     needs=(Need("postgresql", path="/usr/lib/postgresql/15/bin/postgres", package="postgresql"),),
     version_argv=("/usr/lib/postgresql/15/bin/postgres", "--version"),

@@ -6,7 +6,10 @@ from fencecheck.descriptors.base import (
     CLOCK,
     KILL,
     PAUSE,
+    RECONFIG,
+    UNSYNCED,
     BackendDescriptor,
+    BackendOption,
     ClientDescriptor,
     Need,
     Program,
@@ -45,8 +48,11 @@ BACKEND = BackendDescriptor(
     token="czxid",
     nodes=3,
     weight=2,  # three ZooKeeper JVMs
-    capabilities=frozenset({PAUSE, KILL, CLOCK}),
-    service_args=frozenset({"env_for", "ledger"}),
+    capabilities=frozenset({PAUSE, KILL, CLOCK, UNSYNCED, RECONFIG}),
+    service_args=frozenset({"env_for", "ledger", "options"}),
+    options=(BackendOption("forceSync", ("yes", "no"), "yes",
+                           "no: the transaction log is written but not fsynced before a write "
+                           "is acknowledged"),),
     needs=(
         Need("java (ZooKeeper)", binary="java", package="default-jre-headless"),
         Need("zookeeper", path="/usr/share/java/zookeeper.jar", package="zookeeper"),

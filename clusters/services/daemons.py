@@ -163,3 +163,22 @@ class NodeDaemons:
         self.daemons[node] = start_recorded(
             self.nodes[node], node, name, argv, log=log, env=env, ledger=self.ledger
         )
+
+
+def retried(what: str, attempt: Callable[[], bool], timeout_s: float) -> None:
+    """Call `attempt` until it returns True (done, or found done already), through the errors
+    of a service that is between leaders (ClusterError: a command that failed), for at most
+    timeout_s; then raise the last error. Each attempt must check before it acts: an attempt
+    whose reply was lost may have happened."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if attempt():
+                return
+            last: Exception | None = None
+        except (ClusterError, ValueError) as e:
+            last = e
+        if time.monotonic() > deadline:
+            raise ClusterError(f"{what}: not done after {timeout_s} s"
+                               + (f": {last}" if last else ""))
+        time.sleep(0.5)

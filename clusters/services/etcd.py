@@ -9,20 +9,24 @@ raises any lease TTL below 1.5 x election timeout, so TTLs under 2 s become 2 s.
 
 Capabilities: `Pausable` (SIGSTOP/SIGCONT), `Killable` (SIGKILL; `restart` starts the member
 again on the same data dir with `--initial-cluster-state existing`), `DataDirs` (the data dir
-placed elsewhere, e.g. on the lose-unsynced file system; the log stays), `LogFiles`. Readiness is
-polled through each node's Remote with `etcdctl endpoint health` (a quorum read), so it works
-unchanged on netns or ssh nodes.
+placed elsewhere, e.g. on the lose-unsynced file system; the log stays), `Reconfigurable`
+(`etcdctl member remove` / `member add`, run on a node through its Remote; a fresh member on a
+node is its next generation: name `<node>-g<N>`, data dir `etcd-g<N>`, started with
+`--initial-cluster-state existing`), `LogFiles`. Readiness is polled through each node's Remote
+with `etcdctl endpoint health` (a quorum read), so it works unchanged on netns or ssh nodes.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from fencecheck.clusters.base import ClusterError, Remote, RemoteError
-from fencecheck.clusters.services.daemons import NodeDaemons, ProcessLedger
+from fencecheck.clusters.services.daemons import NodeDaemons, ProcessLedger, retried
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,7 @@ class EtcdService(NodeDaemons):
         self.election_ms = election_ms
         self.ready_timeout_s = ready_timeout_s
         self._placed: dict[str, Path] = {}
+        self._gen: dict[str, int] = {}  # node -> generation of its member (1: the first)
 
     # -- LockService
 
@@ -75,7 +80,8 @@ class EtcdService(NodeDaemons):
         if not self.keep_data and self.run_dir is not None:
             # Each member preallocates 64 MB of WAL; the logs are the evidence, not the data.
             for node, remote in self.nodes.items():
-                remote.run(["rm", "-rf", str(self._data(node))], check=False)
+                for gen in range(1, self._gen.get(node, 1) + 1):
+                    remote.run(["rm", "-rf", str(self._data(node, gen))], check=False)
 
     # -- Pausable, Killable (pause, resume, kill: NodeDaemons), LogFiles
 
@@ -91,7 +97,90 @@ class EtcdService(NodeDaemons):
     def log_files(self) -> dict[str, list[Path]]:
         return {node: [self._node_dir(node) / "etcd.log"] for node in self.nodes}
 
+    # -- Reconfigurable
+
+    def members(self) -> dict[str, str]:
+        return {node: f"{m['ID']:x}" for node, m in self._member_list().items()}
+
+    def leader(self) -> str | None:
+        try:  # each running member says who leads; one that cannot answer says nothing
+            statuses = self._etcdctl(["endpoint", "status"], check=False) or []
+        except ValueError:
+            return None
+        ids = {s["Status"]["header"]["member_id"]: s["Endpoint"] for s in statuses}
+        leaders = {s["Status"].get("leader", 0) for s in statuses}  # 0, or absent: none yet
+        if len(leaders) != 1 or (lead := leaders.pop()) not in ids:
+            return None
+        return self._node_of(ids[lead])
+
+    def remove_member(self, node: str) -> dict[str, Any]:
+        gone: list[str] = []
+
+        def attempt() -> bool:
+            member = self._member_list().get(node)
+            if member is None:
+                return True
+            gone.append(f"{member['ID']:x}")
+            self._etcdctl(["member", "remove", gone[-1]])
+            return False  # checked again: removed once the list lacks it
+
+        retried(f"etcd: member remove {node}", attempt, self.ready_timeout_s)
+        self.kill(node)  # a removed member stops by itself; this makes sure, and forgets it
+        return {"member": gone[0] if gone else None, "members": sorted(self.members())}
+
+    def add_member(self, node: str) -> dict[str, Any]:
+        def attempt() -> bool:
+            if node in self._member_list():
+                return True
+            self.kill(node)  # a leftover of a half-done removal
+            self._gen[node] = self._gen.get(node, 1) + 1
+            self.nodes[node].run(["rm", "-rf", str(self._data(node))])
+            added = self._etcdctl(["member", "add", self._name(node),
+                                   f"--peer-urls={self._peer_url(node)}"])
+            cluster = {m.get("name") or self._name(node): m["peerURLs"][0]
+                       for m in added["members"]}
+            self._start(node, "existing", cluster)
+            return True
+
+        retried(f"etcd: member add {node}", attempt, self.ready_timeout_s)
+        if not self.running(node):  # added, then killed or never started
+            self._start(node, "existing")
+        self.wait_ready(self.ready_timeout_s, [node])
+        return {"member": self.members()[node], "name": self._name(node),
+                "members": sorted(self.members())}
+
     # -- helpers
+
+    def _etcdctl(self, args: list[str], timeout_s: float = 5.0, check: bool = True) -> Any:
+        """`etcdctl ARGS -w json` against every member that runs, from one of their nodes."""
+        up = [n for n in self.nodes if self.running(n)]
+        if not up:
+            raise ClusterError("etcd: no member runs to ask")
+        urls = ",".join(f"http://{self.nodes[n].address}:{self.client_port}" for n in up)
+        argv = [ETCDCTL, f"--endpoints={urls}", f"--dial-timeout={timeout_s}s",
+                f"--command-timeout={timeout_s}s", "-w", "json", *args]
+        res = self.nodes[up[0]].run(argv, timeout_s=timeout_s * 2 + 5.0, check=check)
+        return json.loads(res.stdout) if res.stdout.strip() else None
+
+    def _member_list(self) -> dict[str, dict[str, Any]]:
+        """node -> its member in `etcdctl member list` (by peer address)."""
+        found = {}
+        for m in self._etcdctl(["member", "list"]).get("members", []):
+            node = self._node_of(m["peerURLs"][0])
+            if node is not None:
+                found[node] = m
+        return found
+
+    def _node_of(self, url: str) -> str | None:
+        host = url.split("://", 1)[-1].rsplit(":", 1)[0]
+        return next((n for n, r in self.nodes.items() if r.address == host), None)
+
+    def _name(self, node: str) -> str:
+        gen = self._gen.get(node, 1)
+        return node if gen == 1 else f"{node}-g{gen}"
+
+    def _peer_url(self, node: str) -> str:
+        return f"http://{self.nodes[node].address}:{self.peer_port}"
 
     def member_healthy(self, node: str, timeout_s: float = 2.0) -> bool:
         """One `etcdctl endpoint health` against this member, run on the node itself."""
@@ -123,18 +212,23 @@ class EtcdService(NodeDaemons):
                 raise ClusterError(f"etcd not healthy after {timeout_s} s on {', '.join(pending)}")
             time.sleep(0.2)
 
-    def _data(self, node: str) -> Path:
-        return self._placed.get(node, self._node_dir(node)) / "etcd"
+    def _data(self, node: str, gen: int | None = None) -> Path:
+        gen = gen if gen is not None else self._gen.get(node, 1)
+        return self._placed.get(node, self._node_dir(node)) / (
+            "etcd" if gen == 1 else f"etcd-g{gen}")
 
-    def _start(self, node: str, state: str) -> None:
+    def _start(self, node: str, state: str, cluster: Mapping[str, str] | None = None) -> None:
+        """Start node's member; `cluster` (name -> peer URL) for a fresh member joining, else
+        every node's member (a member with data ignores it)."""
         remote = self.nodes[node]
         data = self._data(node)
         remote.run(["mkdir", "-p", str(data)])
         remote.run(["chmod", "700", str(data)])  # etcd 3.4 warns (3.5 refuses) otherwise
-        peers = ",".join(f"{n}=http://{r.address}:{self.peer_port}" for n, r in self.nodes.items())
+        cluster = cluster or {self._name(n): self._peer_url(n) for n in self.nodes}
+        peers = ",".join(f"{name}={url}" for name, url in cluster.items())
         argv = [
             ETCD,
-            f"--name={node}",
+            f"--name={self._name(node)}",
             f"--data-dir={data}",
             f"--listen-client-urls=http://{remote.address}:{self.client_port}",
             f"--advertise-client-urls=http://{remote.address}:{self.client_port}",

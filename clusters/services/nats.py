@@ -14,10 +14,14 @@ Each replica expires messages by its own clock, outside the Raft log.
 
 JetStream's Raft timings are not configurable (elections take seconds), and its file store
 syncs to disk every 2 minutes by default (`sync_interval`), which is what Jepsen's 2025
-analysis found losing acknowledged writes after crashes; both are left as shipped.
+analysis found losing acknowledged writes after crashes; both are left as shipped, unless the
+run sets the option `sync_interval=always` (`--backend-opt`: each write is synced, O_SYNC,
+before it is acknowledged; given in a config file, `jetstream { sync_interval: always }`, as
+nats-server has no flag for it).
 
 Capabilities: `Pausable` (SIGSTOP/SIGCONT), `Killable` (SIGKILL; `restart` starts the server
-again on the same store), `LogFiles`, `ClientOptions` (the bucket and its TTL). Readiness and
+again on the same store), `DataDirs` (the store placed elsewhere, e.g. on the lose-unsynced file
+system; the log stays), `LogFiles`, `ClientOptions` (the bucket and its TTL). Readiness and
 the bucket's creation go through each node's Remote (`python3` with a few lines of the NATS
 protocol, and the monitoring port's `/healthz`), as they would on ssh nodes; the binary itself
 is in this machine's build cache, which only netns nodes share.
@@ -112,10 +116,13 @@ class NatsService(NodeDaemons):
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
         binary: str | None = None,
+        options: Mapping[str, str] | None = None,
     ) -> None:
         if lease_ms <= 0:
             raise ClusterError(f"nats: lease_ms must be > 0, not {lease_ms}")
         self.init_daemons(nodes, env_for, ledger, keep_data)
+        self.sync_interval = (options or {}).get("sync_interval", "default")
+        self._placed: dict[str, Path] = {}
         self.lease_ms = lease_ms
         self.client_port = client_port
         self.cluster_port = cluster_port
@@ -148,7 +155,7 @@ class NatsService(NodeDaemons):
         self.stop_all("nats")
         if not self.keep_data and self.run_dir is not None:
             for node, remote in self.nodes.items():
-                remote.run(["rm", "-rf", str(self._node_dir(node) / "nats")], check=False)
+                remote.run(["rm", "-rf", str(self._store(node))], check=False)
 
     # -- Pausable, Killable (pause, resume, kill: NodeDaemons), LogFiles
 
@@ -160,6 +167,9 @@ class NatsService(NodeDaemons):
 
     def log_files(self) -> dict[str, list[Path]]:
         return {node: [self._node_dir(node) / "nats.log"] for node in self.nodes}
+
+    def place_data(self, node: str, path: Path) -> None:
+        self._placed[node] = path
 
     # -- helpers
 
@@ -230,10 +240,13 @@ class NatsService(NodeDaemons):
                 raise ClusterError(f"nats not healthy after {timeout_s} s on {', '.join(pending)}")
             time.sleep(0.2)
 
+    def _store(self, node: str) -> Path:
+        return self._placed.get(node, self._node_dir(node)) / "nats"
+
     def _start(self, node: str) -> None:
         remote = self.nodes[node]
         ndir = self._node_dir(node)
-        store = ndir / "nats"
+        store = self._store(node)
         remote.run(["mkdir", "-p", str(store)])
         routes = ",".join(f"nats://{r.address}:{self.cluster_port}"
                           for n, r in self.nodes.items() if n != node)
@@ -247,6 +260,11 @@ class NatsService(NodeDaemons):
             "--jetstream",
             f"--store_dir={store}",
         ]
+        if self.sync_interval != "default":
+            conf = ndir / "nats.conf"  # written here and put on the node at the same path
+            conf.write_text(f"jetstream {{\n  sync_interval: {self.sync_interval}\n}}\n")
+            remote.put_file(conf, str(conf))
+            argv += ["-c", str(conf)]
         if len(self.nodes) > 1:
             argv += [f"--cluster_name=fc-{run}",
                      f"--cluster=nats://{remote.address}:{self.cluster_port}",

@@ -10,9 +10,14 @@ removed the same way; the server's log always stays in the store.
 
 The server listens on the node's address only (no unix socket, so nothing in /run is shared
 with other servers), trusts connections from `trust_cidrs` (default: the node's /24 and
-loopback), and runs with fsync off: durability across host crashes is not what is tested.
+loopback), and runs with fsync off: durability across host crashes is not what is tested, except
+where its data dir is placed (`DataDirs`, the lose-unsynced file system): there it runs as a
+durable PostgreSQL does, with `fsync`, `synchronous_commit` and `full_page_writes` on.
 Readiness is `pg_isready` run on the node. The table the resource uses is created by the
 resource itself (workloads/resources/postgres.py), so the service knows nothing about it.
+
+Capabilities: `Killable` (SIGKILL of the postmaster and its children at once, as a power loss;
+`restart` starts it again on its data, which recovers from its WAL), `DataDirs`, `LogFiles`.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class PostgresService:
         self.daemon: Daemon | None = None
         self.ready_s: float | None = None
         self.pgdata: Path | None = None
+        self.placed: Path | None = None  # DataDirs: the data dir's place, durable settings on
 
     def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
         if len(nodes) != 1:
@@ -100,6 +106,33 @@ class PostgresService:
         if self.node is None:
             return {}
         return {self.node: [self._dir() / "postgres.log"]}
+
+    def place_data(self, node: str, path: Path) -> None:
+        self.placed = path
+
+    def kill(self, node: str) -> None:
+        """SIGKILL the postmaster and every child at once (a child would outlive its postmaster
+        a moment, holding the shared memory a restart needs), and wait until they are gone."""
+        daemon, self.daemon = self.daemon, None
+        if daemon is None:
+            return
+        remote = self._remote()
+        # Stopped first, so it forks no new child between the listing and the kill.
+        res = remote.run(["sh", "-c", 'kill -STOP "$0"; kids=$(cat /proc/"$0"/task/*/children); '
+                          'kill -KILL "$0" $kids; echo $kids', str(daemon.pid)], check=False)
+        pids = [daemon.pid, *(int(p) for p in res.stdout.split())]
+        deadline = time.monotonic() + 10.0
+        while any(remote.alive(p) for p in pids):
+            if time.monotonic() > deadline:
+                raise ClusterError(f"postgres: {pids} survived SIGKILL")
+            time.sleep(0.02)
+
+    def restart(self, node: str) -> None:
+        """Start a killed server again on its data dir (it recovers from its WAL) and wait
+        until it accepts connections."""
+        if self.daemon is None:
+            self._start()
+            self.wait_ready(self.ready_timeout_s)
 
     def wait_ready(self, timeout_s: float) -> None:
         remote = self._remote()
@@ -158,7 +191,10 @@ class PostgresService:
 
     def _initdb(self) -> None:
         remote = self._remote()
-        pgdata = self._dir() / "postgres"
+        pgdata = (self.placed or self._dir()) / "postgres"
+        if self.placed is not None and not self._writable_by_postgres(pgdata):
+            raise ClusterError(f"postgres: user {USER} cannot reach its placed data dir "
+                               f"{pgdata} (give a --store that user can traverse)")
         if not self._writable_by_postgres(pgdata):
             remote.run(["rm", "-rf", str(pgdata)], check=False)
             tag = hashlib.sha256(str(self._dir()).encode()).hexdigest()[:16]
@@ -188,16 +224,21 @@ class PostgresService:
             "-c", f"listen_addresses={remote.address}",
             "-c", f"port={self.port}",
             "-c", "unix_socket_directories=",
-            "-c", "fsync=off",
-            "-c", "synchronous_commit=off",
-            "-c", "full_page_writes=off",
+            *self._durability(),
             "-c", "max_connections=200",
             "-c", "shared_buffers=32MB",
             "-c", "log_destination=stderr",
             "-c", "logging_collector=off",
         ]
         # The log is opened by this (root) process and inherited, so its owner does not matter.
+        # (A restarted server appends to it.)
         self.daemon = start_recorded(
             remote, self.node or "?", "postgres", argv, log=self._dir() / "postgres.log",
             ledger=self.ledger,
         )
+
+    def _durability(self) -> list[str]:
+        """Durable where the data dir is placed (what a power loss tests), fast elsewhere."""
+        on = "on" if self.placed is not None else "off"
+        return [arg for k in ("fsync", "synchronous_commit", "full_page_writes")
+                for arg in ("-c", f"{k}={on}")]

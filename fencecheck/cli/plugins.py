@@ -27,6 +27,9 @@ def plugins() -> None:
     out.print("backends (clients, default first):")
     for b in backends.values():
         out.print(f"  {b.name}: {', '.join(b.client_names)}", soft_wrap=True)
+        for o in b.options:
+            out.print(f"    --backend-opt {o.name}={'|'.join(o.choices)} (default {o.default})"
+                      + (f": {o.help}" if o.help else ""), soft_wrap=True)
     out.print("resources: " + ", ".join(resources), soft_wrap=True)
     out.print("faults: " + ", ".join(fault_table), soft_wrap=True)
     out.print("checks (violation kinds):")

@@ -31,14 +31,14 @@ def _names(table: Callable[[], Mapping[str, object]]) -> str:
         return "see `fencecheck plugins`"
 
 
-def _options(items: list[str], option: str) -> dict[str, Any]:
+def _options(items: list[str], option: str, as_json: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             fail(f"bad configuration: {option}: expected KEY=VALUE, got {item!r}")
         try:
-            out[key.strip()] = json.loads(raw)
+            out[key.strip()] = json.loads(raw) if as_json else raw
         except ValueError:
             out[key.strip()] = raw
     return out
@@ -72,6 +72,7 @@ def run(
     name: Annotated[str | None, typer.Option(help="test name (default from the options)")] = None,
     nodes: Annotated[int | None, typer.Option(help="server nodes (default per backend)")] = None,
     persistence: Annotated[str, typer.Option(help="redis: off, everysec, always")] = "off",
+    backend_opt: Annotated[list[str] | None, typer.Option("--backend-opt", help="NAME=VALUE, a setting of the backend's servers (repeatable), e.g. zookeeper forceSync=no; `fencecheck plugins` lists them")] = None,
     pause_target: Annotated[str, typer.Option(help="holder, random or server")] = "holder",
     think_ms: Annotated[float, typer.Option(help="think time inside the critical section")] = 20.0,
     writes: Annotated[int, typer.Option("--writes", help="read/write rounds per critical section")] = 3,
@@ -114,6 +115,7 @@ def run(
             fencing=fencing == "on", time_limit_s=time_limit, concurrency=concurrency,
             lease_ms=lease_ms, seed=seed, store=store, name=name, nodes=nodes,
             persistence=persistence, pause_target=pause_target, think_ms=think_ms,
+            backend_options=_options(backend_opt or [], "--backend-opt", as_json=False),
             writes_per_section=writes, locks=locks, renew=renew,
             nemesis_interval_s=_pair(interval, "--interval"),
             fault_duration_s=_pair(fault_duration, "--fault-duration"), subnet=subnet,

@@ -58,6 +58,8 @@ class RunConfig(BaseModel):
     known_hosts: Path | None = None
     nodes: int | None = Field(None, ge=1, le=9)
     persistence: Literal["off", "everysec", "always"] = "off"
+    # Settings of the backend's servers (--backend-opt), as its descriptor declares them.
+    backend_options: dict[str, str] = Field(default_factory=dict)
     # None: the runtime's own choice (netns: 10.77.0.0/24, private to the run's switch
     # namespace; docker: a free /24 taken under a machine-wide lock, so runs never share one).
     subnet: str | None = None
@@ -144,7 +146,14 @@ class RunConfig(BaseModel):
         most = catalog.backend(self.backend).max_nodes
         if self.nodes is not None and self.nodes > most:
             raise ValueError(f"nodes: {self.backend} runs on at most {most} node(s)")
+        _check_backend_options(self.backend, self.backend_options)
         return self
+
+    @property
+    def service_options(self) -> dict[str, str]:
+        """Every option the backend declares, the given value or its default."""
+        declared = catalog.backend(self.backend).options
+        return {o.name: self.backend_options.get(o.name, o.default) for o in declared}
 
     @property
     def client_name(self) -> str:
@@ -179,6 +188,18 @@ class RunConfig(BaseModel):
             return self.fault_duration_s
         lease_s = self.lease_ms / 1000
         return (lease_s * 1.5 + 0.5, lease_s * 2.5 + 1.0)
+
+
+def _check_backend_options(backend: str, given: dict[str, str]) -> None:
+    declared = {o.name: o for o in catalog.backend(backend).options}
+    for name, value in given.items():
+        if name not in declared:
+            known = ", ".join(declared) or "none"
+            raise ValueError(f"backend_options.{name}: {backend} has no such option "
+                             f"(its options: {known})")
+        if value not in declared[name].choices:
+            raise ValueError(f"backend_options.{name}: {value!r} is not one of "
+                             f"{', '.join(declared[name].choices)}")
 
 
 def make_config(**options: Any) -> RunConfig:

@@ -146,7 +146,8 @@ def make_service(cfg: RunConfig, env_for: Any = None, ledger: Any = None) -> Loc
     b = descriptor(cfg)
     cls = _load(b.service)
     offered: dict[str, Any] = {"persistence": cfg.persistence, "env_for": env_for,
-                               "ledger": ledger, "lease_ms": cfg.lease_ms}
+                               "ledger": ledger, "lease_ms": cfg.lease_ms,
+                               "options": cfg.service_options}
     if env_for is not None and "env_for" not in b.service_args:
         raise ConfigError(f"bad configuration: nemesis: clock: {cfg.backend} cannot run "
                           "under the clock shim")

@@ -105,8 +105,8 @@ def test_etcd_syncs_before_it_answers_none_tokens_increasing(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    (("--backend", "zookeeper"),
-     "not supported by backend 'zookeeper': it needs lose-unsynced"),
+    (("--backend", "mariadb"),
+     "not supported by backend 'mariadb': it needs lose-unsynced"),
     (("--backend", "redis", "--runtime", "docker"), "not supported under --runtime docker"),
 ])
 def test_a_service_or_runtime_without_the_capability_is_refused(

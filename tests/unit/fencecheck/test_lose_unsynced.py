@@ -61,5 +61,5 @@ def test_a_backend_that_declares_it_has_a_service_that_can_do_it(backend: str) -
 
 
 def test_a_backend_without_it_is_refused_naming_both() -> None:
-    with pytest.raises(ConfigError, match="lose-unsynced: not supported by backend 'zookeeper'"):
-        backends.check_compatible(make_config(backend="zookeeper", nemesis=("lose-unsynced",)))
+    with pytest.raises(ConfigError, match="lose-unsynced: not supported by backend 'mariadb'"):
+        backends.check_compatible(make_config(backend="mariadb", nemesis=("lose-unsynced",)))
