@@ -87,7 +87,9 @@ class LoseUnsyncedNemesis:
 
     name = "lose-unsynced"
 
-    def __init__(self, service: Killable, mounts: UnsyncedMounts) -> None:
+    def __init__(self, service: Killable, mounts: UnsyncedMounts,
+                 name: str = "lose-unsynced") -> None:
+        self.name = name  # its ops are start-<name> and stop-<name>
         self.service = service
         self.mounts = mounts
         self.down: list[str] = []
@@ -97,7 +99,7 @@ class LoseUnsyncedNemesis:
         return {n: ctl.sync(self.mounts.control(n)) for n in nodes}
 
     def invoke(self, op: NemesisOp) -> Any:
-        if op.f == "start-lose-unsynced":
+        if op.f == f"start-{self.name}":
             nodes = list(op.value["nodes"])
             for n in nodes:  # all down before any loses: one power cut, not a rolling one
                 self.down.append(n)
@@ -108,11 +110,11 @@ class LoseUnsyncedNemesis:
                 lost[n] = {k: reply.get(k) for k in LOSE_FIELDS}
             log.info("lose-unsynced: %s", lost)
             return {"killed": nodes, "lost": lost}
-        if op.f == "stop-lose-unsynced":
+        if op.f == f"stop-{self.name}":
             nodes = list(self.down)
             self.heal()
             return {"restarted": nodes}
-        raise ClusterError(f"lose-unsynced nemesis: unknown op {op.f!r}")
+        raise ClusterError(f"{self.name} nemesis: unknown op {op.f!r}")
 
     def heal(self) -> None:
         """Restart every node still down. Idempotent; errors gathered and raised at the end."""

@@ -108,10 +108,13 @@ class EtcdService(NodeDaemons):
         except ValueError:
             return None
         ids = {s["Status"]["header"]["member_id"]: s["Endpoint"] for s in statuses}
-        leaders = {s["Status"].get("leader", 0) for s in statuses}  # 0, or absent: none yet
-        if len(leaders) != 1 or (lead := leaders.pop()) not in ids:
+        if not statuses:
             return None
-        return self._node_of(ids[lead])
+        # The newest term's word (a member catching up may still name an old leader); 0, or
+        # absent: none yet.
+        newest = max(statuses, key=lambda s: s["Status"].get("raftTerm", 0))
+        lead = newest["Status"].get("leader", 0)
+        return self._node_of(ids[lead]) if lead in ids else None
 
     def remove_member(self, node: str) -> dict[str, Any]:
         gone: list[str] = []
@@ -151,9 +154,11 @@ class EtcdService(NodeDaemons):
 
     # -- helpers
 
-    def _etcdctl(self, args: list[str], timeout_s: float = 5.0, check: bool = True) -> Any:
-        """`etcdctl ARGS -w json` against every member that runs, from one of their nodes."""
-        up = [n for n in self.nodes if self.running(n)]
+    def _etcdctl(self, args: list[str], timeout_s: float = 5.0, check: bool = True,
+                 on: list[str] | None = None) -> Any:
+        """`etcdctl ARGS -w json` against the members on `on`, or every member that runs, from
+        one of their nodes."""
+        up = on or [n for n in self.nodes if self.running(n)]
         if not up:
             raise ClusterError("etcd: no member runs to ask")
         urls = ",".join(f"http://{self.nodes[n].address}:{self.client_port}" for n in up)
@@ -163,9 +168,13 @@ class EtcdService(NodeDaemons):
         return json.loads(res.stdout) if res.stdout.strip() else None
 
     def _member_list(self) -> dict[str, dict[str, Any]]:
-        """node -> its member in `etcdctl member list` (by peer address)."""
+        """node -> its member in `etcdctl member list` (by peer address), as the leader has it
+        (etcd 3.4 answers from the asked member's own store: a member catching up, a fresh one
+        above all, may still list a member removed since)."""
+        leader = self.leader()
         found = {}
-        for m in self._etcdctl(["member", "list"]).get("members", []):
+        for m in self._etcdctl(["member", "list"], on=[leader] if leader else None).get(
+                "members", []):
             node = self._node_of(m["peerURLs"][0])
             if node is not None:
                 found[node] = m

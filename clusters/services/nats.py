@@ -262,6 +262,7 @@ class NatsService(NodeDaemons):
         ]
         if self.sync_interval != "default":
             conf = ndir / "nats.conf"  # written here and put on the node at the same path
+            ndir.mkdir(parents=True, exist_ok=True)
             conf.write_text(f"jetstream {{\n  sync_interval: {self.sync_interval}\n}}\n")
             remote.put_file(conf, str(conf))
             argv += ["-c", str(conf)]

@@ -33,6 +33,7 @@ DESCRIPTOR = FaultDescriptor(
 
 class LoseUnsyncedFault(NemesisFault):
     name = "lose-unsynced"
+    names = "posix"  # when a name change is durable (clusters/faults/unsynced_fs.py --names)
 
     def __init__(self, opts: FaultOptions) -> None:
         self.opts = opts
@@ -43,7 +44,7 @@ class LoseUnsyncedFault(NemesisFault):
         if not isinstance(service, DataDirs):
             raise ClusterError(f"lose-unsynced: {self.opts.backend} declares {UNSYNCED} but "
                                "cannot place its data directories")
-        mounts = UnsyncedMounts(self.opts.run_dir, self.opts.run_id, ledger)
+        mounts = UnsyncedMounts(self.opts.run_dir, self.opts.run_id, ledger, self.names)
         stack.callback(mounts.unmount_all)
         self.mounts = mounts
         for node in nodes:
@@ -55,7 +56,7 @@ class LoseUnsyncedFault(NemesisFault):
         if not isinstance(ctx.service, Killable):
             raise ClusterError(f"lose-unsynced: {self.opts.backend} declares {UNSYNCED} but "
                                "cannot be killed")
-        nemesis = LoseUnsyncedNemesis(ctx.service, self.mounts)
+        nemesis = LoseUnsyncedNemesis(ctx.service, self.mounts, self.name)
         nemesis.checkpoint(list(ctx.servers))  # the servers are up: their startup is durable
         self.nemesis = nemesis
 
