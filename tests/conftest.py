@@ -212,10 +212,10 @@ GROUPS: dict[str, str] = {
     "tests/clusters/test_postgres.py": "postgres",
     "tests/workloads/test_pg_resource.py": "postgres",
     "tests/workloads/test_pylib_clients.py": "postgres",
-    # membership changes and power loss on etcd, ZooKeeper, PostgreSQL and NATS (issue 28):
-    # twin runs side by side, and the loopback ensembles they change
+    # membership changes on etcd and ZooKeeper and power loss on ZooKeeper and NATS (issue 28):
+    # twin runs side by side, and the loopback ensembles the membership fault changes
     "tests/e2e/test_membership.py": "member",
-    "tests/e2e/test_power_loss.py": "member",
+    "tests/e2e/test_power_loss.py": "powerloss",
     "tests/clusters/test_membership.py": "member",
     # the docker runtime: container starts are serialized in dockerd anyway
     "tests/clusters/test_docker.py": "docker",
