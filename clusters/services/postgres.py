@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 BIN = "/usr/lib/postgresql/15/bin"
 USER = "postgres"
+RECOVERY_S = 180.0  # the longest a restarted server may take to recover (see `restart`)
 
 
 class PostgresService:
@@ -129,10 +130,12 @@ class PostgresService:
 
     def restart(self, node: str) -> None:
         """Start a killed server again on its data dir (it recovers from its WAL) and wait
-        until it accepts connections."""
+        until it accepts connections: up to RECOVERY_S, as its crash recovery ends with a
+        checkpoint that syncs every file (over a minute through the lose-unsynced file system on
+        a loaded machine)."""
         if self.daemon is None:
             self._start()
-            self.wait_ready(self.ready_timeout_s)
+            self.wait_ready(max(self.ready_timeout_s, RECOVERY_S))
 
     def wait_ready(self, timeout_s: float) -> None:
         remote = self._remote()
