@@ -101,7 +101,9 @@ class PostgresService:
             stop_daemon(self.remote, self.daemon, signal.SIGINT, wait_s=10.0)
             self.daemon = None
         if not self.keep_data and self.remote is not None and self.pgdata is not None:
-            self.remote.run(["rm", "-rf", str(self.pgdata)], check=False)
+            # ~1,000 files: through the lose-unsynced file system that takes minutes under load
+            self.remote.run(["rm", "-rf", str(self.pgdata)], check=False,
+                            timeout_s=300.0 if self.placed is not None else 30.0)
 
     def log_files(self) -> dict[str, list[Path]]:
         if self.node is None:
