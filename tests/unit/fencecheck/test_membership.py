@@ -20,6 +20,7 @@ from fencecheck.nemesis.faults.base import PRIMARY, FaultOptions, RoleTargets, S
 from fencecheck.nemesis.faults.membership import MembershipFault
 from fencecheck.run import wiring
 from fencecheck.run.config import ConfigError, make_config
+from tests.conftest import run_fencecheck
 
 
 class FakeEnsemble:
@@ -139,3 +140,13 @@ def test_backend_options_are_declared_validated_and_resolved() -> None:
         make_config(backend="zookeeper", backend_options={"forceSync": "maybe"})
     with pytest.raises(ConfigError, match=r"backend_options\.fsync: redis has no such option"):
         make_config(backend="redis", backend_options={"fsync": "on"})
+
+
+def test_a_bad_backend_option_is_exit_3_naming_the_field(tmp_path: Path) -> None:
+    r = run_fencecheck("run", "--store", str(tmp_path), "--backend", "zookeeper",
+                       "--backend-opt", "forceSync=maybe", timeout=120)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "backend_options.forceSync: 'maybe' is not one of yes, no" in r.stderr
+    assert "Traceback" not in r.stderr
+    listed = run_fencecheck("plugins", timeout=120)
+    assert "--backend-opt forceSync=yes|no (default yes)" in listed.stdout, listed.stdout
