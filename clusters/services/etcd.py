@@ -132,16 +132,19 @@ class EtcdService(NodeDaemons):
         return {"member": gone[0] if gone else None, "members": sorted(self.members())}
 
     def add_member(self, node: str) -> dict[str, Any]:
+        added: list[str] = []
+
         def attempt() -> bool:
             if node in self._member_list():
                 return True
             self.kill(node)  # a leftover of a half-done removal
             self._gen[node] = self._gen.get(node, 1) + 1
             self.nodes[node].run(["rm", "-rf", str(self._data(node))])
-            added = self._etcdctl(["member", "add", self._name(node),
+            reply = self._etcdctl(["member", "add", self._name(node),
                                    f"--peer-urls={self._peer_url(node)}"])
+            added.append(f"{reply['member']['ID']:x}")
             cluster = {m.get("name") or self._name(node): m["peerURLs"][0]
-                       for m in added["members"]}
+                       for m in reply["members"]}
             self._start(node, "existing", cluster)
             return True
 
@@ -149,8 +152,9 @@ class EtcdService(NodeDaemons):
         if not self.running(node):  # added, then killed or never started
             self._start(node, "existing")
         self.wait_ready(self.ready_timeout_s, [node])
-        return {"member": self.members()[node], "name": self._name(node),
-                "members": sorted(self.members())}
+        members = self.members()
+        return {"member": added[-1] if added else members[node], "name": self._name(node),
+                "members": sorted(members)}
 
     # -- helpers
 
@@ -168,13 +172,17 @@ class EtcdService(NodeDaemons):
         return json.loads(res.stdout) if res.stdout.strip() else None
 
     def _member_list(self) -> dict[str, dict[str, Any]]:
-        """node -> its member in `etcdctl member list` (by peer address), as the leader has it
-        (etcd 3.4 answers from the asked member's own store: a member catching up, a fresh one
-        above all, may still list a member removed since)."""
-        leader = self.leader()
+        """node -> its member in `etcdctl member list` (by peer address), as the leader has it:
+        etcd 3.4 answers from the asked member's own store, and a member catching up, a fresh
+        one above all, may still list a member removed since. While there is no leader (an
+        election), waited for, up to the ready timeout."""
+        deadline = time.monotonic() + self.ready_timeout_s
+        while (leader := self.leader()) is None:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"etcd: no leader after {self.ready_timeout_s} s")
+            time.sleep(0.2)
         found = {}
-        for m in self._etcdctl(["member", "list"], on=[leader] if leader else None).get(
-                "members", []):
+        for m in self._etcdctl(["member", "list"], on=[leader]).get("members", []):
             node = self._node_of(m["peerURLs"][0])
             if node is not None:
                 found[node] = m

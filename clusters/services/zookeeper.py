@@ -244,13 +244,20 @@ class ZookeeperService(NodeDaemons):
 
     def _config(self) -> dict[str, tuple[int, str]]:
         """node -> (server id, server line) in the newest configuration a running server
-        reports (`conf`: each server's committed view; the newest is the ensemble's)."""
-        up = [n for n in self.nodes if self.running(n)]
-        with ThreadPoolExecutor(max(1, len(up))) as pool:
-            views = [_membership(out) for out in pool.map(lambda n: self.four_letter(n, "conf"),
-                                                           up) if out]
-        if not views:
-            raise ClusterError("zookeeper: no server reports its configuration")
+        reports (`conf`: each server's committed view; the newest is the ensemble's). Servers
+        electing a leader report none: waited for, up to the ready timeout."""
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            up = [n for n in self.nodes if self.running(n)]
+            with ThreadPoolExecutor(max(1, len(up))) as pool:
+                views = [v for out in pool.map(lambda n: self.four_letter(n, "conf"), up)
+                         if out and (v := _membership(out))[1]]
+            if views:
+                break
+            if time.monotonic() > deadline:
+                raise ClusterError(f"zookeeper: no server reported its configuration in "
+                                   f"{self.ready_timeout_s} s")
+            time.sleep(0.2)
         found = {}
         for line in max(views, key=lambda v: v[0])[1]:
             key, _, spec = line.partition("=")

@@ -78,7 +78,8 @@ def test_zookeeper_leader_removed_then_healed_by_a_fresh_server(zk3: ZookeeperSe
     nodes = sorted(zk3.nodes)
     before = zk3.members()
     assert before == {n: str(i) for i, n in enumerate(nodes, start=1)}
-    zk = KazooClient(hosts=",".join(zk3.endpoints()), timeout=5.0)
+    # A session that outlives an election on a loaded machine (5 s expired once)
+    zk = KazooClient(hosts=",".join(zk3.endpoints()), timeout=30.0)
     zk.start(timeout=20)
     try:
         zk.create("/fc-before", b"kept")
@@ -95,7 +96,7 @@ def test_zookeeper_leader_removed_then_healed_by_a_fresh_server(zk3: ZookeeperSe
         zk.close()
     assert zk3.members() == {**before, gone: "4"}  # the same nodes, a fresh server id
     assert zk3.mode(gone) in ("follower", "leader")
-    fresh = KazooClient(hosts=f"{zk3.nodes[gone].address}:{zk3.client_port}", timeout=5.0)
+    fresh = KazooClient(hosts=f"{zk3.nodes[gone].address}:{zk3.client_port}", timeout=30.0)
     fresh.start(timeout=20)
     try:
         assert fresh.get("/fc-before")[0] == b"kept"
