@@ -6,9 +6,9 @@ Import the fixtures you need into a test module (`from tests.backends import etc
 Each module gets its own servers (module scope), torn down by a finally that also runs when
 setup fails halfway. Addresses are distinct per backend (127.W.44.x etcd, 127.W.45.x ZooKeeper,
 127.W.46.x PostgreSQL, 127.W.57-58.x NATS, 127.W.60.x MariaDB, 127.W.61-62.x Galera) and per
-xdist worker (W = `tests.conftest.WORKER`: 0 alone, 1 + N for worker gwN), so they never collide
-with other tests' servers on 127.0.0.1 nor with the same module's servers in another worker
-running beside it. `net(44)` is "127.W.44".
+test process (W = `tests.conftest.WORKER`, a slot 1..254 held machine-wide by this process), so
+they never collide with other tests' servers on 127.0.0.1 nor with the same module's servers in
+another xdist worker or another pytest session running beside it. `net(44)` is "127.W.44".
 """
 
 from __future__ import annotations
