@@ -209,11 +209,12 @@ GROUPS: dict[str, str] = {
     # three kube-apiservers and a three-member etcd per run, two runs side by side
     "tests/e2e/test_kubernetes.py": "kube",
     "tests/e2e/test_client_go.py": "kube",
-    # JVM clusters and JVM client programs (five JVMs a run, twins side by side), and a matrix
-    # run three times over (the shards) beside the unsharded one
+    # JVM clusters and JVM client programs (five JVMs a run, twins side by side)
     "tests/e2e/test_third_party_go_jvm.py": "jvm",
     "tests/e2e/test_third_party.py": "jvm",
-    "tests/e2e/test_shard.py": "jvm",
+    # a matrix run three times over (the shards) beside the unsharded one: the suite's slowest
+    # test (about 150 s), in a group of its own so that it is not in series with the JVM ones
+    "tests/e2e/test_shard.py": "shard",
     # module-scoped ensembles: one start per module rather than one per worker
     "tests/clusters/test_zookeeper.py": "zookeeper",
     "tests/workloads/test_zk_client.py": "zookeeper",
