@@ -31,11 +31,16 @@ app = typer.Typer(
 out = console()
 
 
+def _version_line() -> str:
+    """What `--version` and `version` both print."""
+    from importlib.metadata import version as v
+
+    return f"fencecheck {v('fencecheck')}"
+
+
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import version as v
-
-        out.print(f"fencecheck {v('fencecheck')}")
+        out.print(_version_line())
         raise typer.Exit(0)
 
 
@@ -235,10 +240,8 @@ def doctor() -> None:
 
 @app.command()
 def version() -> None:
-    """Print the version."""
-    from importlib.metadata import version as v
-
-    out.print(v("fencecheck"))
+    """Print the version (as --version does)."""
+    out.print(_version_line())
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The shipped third-party lock libraries: `ShippedClient`, a `StdioClient` running the built
 program its descriptor declares (descriptors/, `ClientDescriptor.program`; built by
-scripts/build-clients.sh through workloads/clients/build.py). `check_ready` refuses a client
+`fencecheck build` through workloads/clients/build.py). `check_ready` refuses a client
 that cannot start, before a run creates anything. The programs:
 
 - `node-redlock` (npm redlock + ioredis), `curator` (Apache Curator's InterProcessMutex; token =
