@@ -230,9 +230,9 @@ def doctor() -> None:
     for item in diagnose():
         mark = ("[green]ok[/]  " if item.ok else "[yellow]missing (optional)[/]"
                 if item.optional else "[red]MISSING[/]")
-        out.print(f"{mark} {item.what}: {item.detail}", soft_wrap=True)
-        if not item.ok and item.fix:
-            out.print(f"      fix: [bold]{item.fix}[/]", soft_wrap=True)
+        out.print(f"{mark} {shown(item.what)}: {shown(item.detail)}", soft_wrap=True)
+        if not item.ok and item.fix:  # "pip install 'fencecheck[run]'": not markup
+            out.print(f"      fix: [bold]{shown(item.fix)}[/]", soft_wrap=True)
         if not item.ok and not item.optional:
             problems += 1
     raise typer.Exit(1 if problems else 0)

@@ -112,20 +112,26 @@ def diagnose() -> list[Finding]:
 
 
 def python_packages() -> list[Finding]:
-    """The lock clients' Python libraries (their extras'), each with the clients it disables."""
+    """The extras' Python packages: the `run` extra's (without them no run starts), then each
+    lock client's library with the clients it disables."""
     from fencecheck.descriptors import catalog
-    from fencecheck.descriptors.extras import install_hint, is_installed
+    from fencecheck.descriptors.extras import install_hint, is_installed, requirements
 
+    disables: dict[str, str] = {
+        dist: "fencecheck run, matrix and shrink" for dist, extras in requirements().items()
+        if "run" in extras}
     users: dict[str, list[str]] = {}
     for b in catalog.backends().values():
         for c in b.clients:
             if c.dist is not None and c.name not in users.get(c.dist, []):
                 users.setdefault(c.dist, []).append(c.name)
-    out = []
     for dist, clients in users.items():
+        disables.setdefault(dist, f"client {', '.join(clients)}")
+    out = []
+    for dist, what in disables.items():
         ok = is_installed(dist)
-        detail = "installed" if ok else f"not installed: disables client {', '.join(clients)}"
-        out.append(Finding(f"Python package {dist}", ok, detail,
+        out.append(Finding(f"Python package {dist}", ok,
+                           "installed" if ok else f"not installed: disables {what}",
                            None if ok else install_hint(dist), optional=True))
     return out
 

@@ -220,7 +220,7 @@ def test_check_and_schema_run_from_the_core_install(install: Install) -> None:
     assert r.returncode == 1, r.stdout + r.stderr  # violations found
     assert "stale-write-accepted" in r.stdout and not r.stderr
     r = install.fencecheck("schema", "results")
-    assert r.returncode == 0 and json.loads(r.stdout)["type"] == "object"
+    assert r.returncode == 0 and json.loads(r.stdout)["title"] == "fencecheck results.json"
     version, flag = install.fencecheck("version"), install.fencecheck("--version")
     assert version.stdout == flag.stdout == f"fencecheck {metadata.version('fencecheck')}\n"
 
@@ -247,6 +247,18 @@ def test_a_command_of_an_extra_names_the_extra_to_install(install: Install) -> N
     listing = install.fencecheck("--help")
     assert listing.returncode == 0, listing.stderr
     assert "check" in listing.stdout and "run" in listing.stdout
+
+
+def test_doctor_and_plugins_tell_a_core_install_what_it_lacks(install: Install) -> None:
+    r = install.fencecheck("doctor")
+    assert "Traceback" not in r.stderr and r.returncode in (0, 1), r.stderr
+    assert "Python package pydantic: not installed: disables fencecheck run, matrix and " \
+        "shrink" in r.stdout
+    assert "fix: pip install 'fencecheck[run]'" in r.stdout
+    assert "fix: pip install 'fencecheck[zookeeper]'" in r.stdout
+    r = install.fencecheck("plugins")
+    assert r.returncode == 0, r.stderr
+    assert "partition" in r.stdout and "stale-write-accepted" in r.stdout
 
 
 def test_the_pytest_plugin_runs_from_the_core_install(install: Install, tmp_path: Path) -> None:
