@@ -64,7 +64,7 @@ def recipes() -> dict[str, Recipe]:
     out: dict[str, Recipe] = {}
     for name, b in clients.BUILDS.items():
         out[name] = Recipe(
-            name, "client", b.toolchain, f"workloads/clients/{b.source}",
+            name, "client", b.toolchain, str(clients.HERE / b.source),
             functools.partial(clients.build_dir, name), b.steps,
             functools.partial(clients.build, name),
             f"client {name} on {', '.join(used.get(name, ['?']))}")

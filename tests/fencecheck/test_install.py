@@ -57,9 +57,10 @@ class Install:
     bin: Path
     home: Path  # a folder outside the checkout to run from
 
-    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env.pop("FORCE_COLOR", None)
+    def run(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in (env or os.environ).items()
+               if k not in ("PYTHONPATH", "PYTHONHOME", "FORCE_COLOR")}
         return subprocess.run(args, cwd=self.home, env=env, capture_output=True, text=True,
                               timeout=timeout)
 
@@ -235,7 +236,24 @@ def test_build_dry_run_names_every_recipe_from_the_install(install: Install) -> 
     assert named == set(recipes()) == set(build.BUILDS) | {"kube-apiserver", "nats-server"}
     # the sources it builds from are the installed package's, not the checkout's
     assert str(REPO) not in r.stdout
-    assert "workloads/clients/go/client-go" in r.stdout
+    assert "site-packages/fencecheck/workloads/clients/go/client-go" in r.stdout
+    # and they hash as the checkout's do: a build cached from a checkout serves a pip install
+    folders = {line.split()[1].rstrip(":") for line in r.stdout.splitlines()
+               if line.startswith("  into ")}
+    assert folders == {str(rec.folder()) for rec in recipes().values()}
+
+
+def test_build_makes_a_client_from_the_install(install: Install, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = {**os.environ, "FENCECHECK_CLIENT_CACHE": str(cache)}
+    r = install.run(str(install.bin / "fencecheck"), "build", "node-redlock", env=env,
+                    timeout=300)
+    assert r.returncode == 0, r.stderr
+    [line] = r.stdout.splitlines()
+    assert line.startswith("fencecheck build: node-redlock: built in ")
+    folder = Path(line.rsplit(": ", 1)[1])
+    assert folder.parent == cache and (folder / ".built").is_file()
+    assert (folder / "node_modules" / "redlock").is_dir()
 
 
 def test_a_command_of_an_extra_names_the_extra_to_install(install: Install) -> None:
