@@ -4,7 +4,8 @@ environment outside the checkout, and from there what a core install (`pip insta
 fencecheck`, no extras) must do: list its files, every client program's sources and build
 manifests among them; `check` a history shipped in the package; print a schema; name every
 build recipe (`fencecheck build --dry-run`); run a user's tests with the pytest plugin; and
-refuse `run`, which needs the `run` extra, with one line naming it.
+refuse `run` and `compare`, which need the `run` and `compare` extras, with one line naming
+each.
 
 One venv for the module (an xdist group of its own). Its packages come from this test
 environment's site-packages, linked, not downloaded: exactly the core's dependencies and theirs
@@ -203,11 +204,11 @@ def test_the_metadata_says_license_urls_classifiers_and_extras(install: Install)
     assert any(c.startswith("Topic :: Software Development :: Testing")
                for c in got["Classifier"])
     assert {u.split(",")[0] for u in got["Project-URL"]} >= {"Homepage", "Source"}
-    assert set(got["Provides-Extra"]) >= {"run", "kubernetes", "docker", "ssh", "all"}
+    assert set(got["Provides-Extra"]) >= {"compare", "run", "kubernetes", "docker", "ssh", "all"}
     core = {Requirement(r).name for r in got["Requires-Dist"] if "extra ==" not in r}
     # what a core install must not pull in (issue 31): clusters, runtimes, lock libraries
     assert not core & {"kubernetes", "docker", "paramiko", "psycopg", "kazoo", "redis",
-                       "pydantic", "pyfuse3", "pottery", "nats-py", "PyMySQL"}, core
+                       "pydantic", "pyfuse3", "pottery", "nats-py", "PyMySQL", "pandas"}, core
 
 
 def test_check_and_schema_run_from_the_core_install(install: Install) -> None:
@@ -265,6 +266,10 @@ def test_a_command_of_an_extra_names_the_extra_to_install(install: Install) -> N
     listing = install.fencecheck("--help")
     assert listing.returncode == 0, listing.stderr
     assert "check" in listing.stdout and "run" in listing.stdout
+    r = install.fencecheck("compare", str(install.home))
+    assert r.returncode == 3 and r.stderr == (
+        "error: fencecheck compare needs the Python package pandas, which this install lacks: "
+        "pip install 'fencecheck[compare]'\n")
 
 
 def test_doctor_and_plugins_tell_a_core_install_what_it_lacks(install: Install) -> None:
