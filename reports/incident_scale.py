@@ -6,8 +6,9 @@ writes, the stale holder's late write) lasts milliseconds. On one linear scale t
 the thing the diagram exists to show, would be squeezed into a few pixels at the right edge. So a
 stretch in which nothing is drawn and that is longer than everything else still drawn to scale
 becomes a *break* of `BREAK_PX` pixels, marked on the axis with the time it stands for;
-the rest of the width is shared linearly by the other stretches. Time never runs backwards: the
-scale is monotonic everywhere, and the ticks say what time each place is.
+the rest of the width is shared linearly by the other stretches (the window's margins before the
+first and after the last thing drawn are a few pixels, not time to scale). Time never runs
+backwards: the scale is monotonic everywhere, and the ticks say what time each place is.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 
 NS = 1e9
 BREAK_PX = 44  # the width a quiet stretch is drawn with
-MAX_BREAKS = 3
+EDGE_PX = 16  # the margins before the first thing drawn and after the last
+MAX_BREAKS = 2
 TICK_PX = 110  # about one tick per this many pixels of a linear piece
 TICK_CHAR_PX = 6.0  # about how wide a 10 px tick label's character is
 
@@ -36,23 +38,28 @@ class Break:
 
 class Scale:
     """Time (ns) to x (px) between `left` and `right` for the window [t0, t1], given every time
-    something is drawn at (`times`)."""
+    something is drawn at (`times`). The stretches before the first and after the last of them
+    are margins of EDGE_PX, not time to scale."""
 
     def __init__(self, t0: int, t1: int, times: Iterable[int], left: float, right: float) -> None:
         self.t0, self.t1 = t0, max(t1, t0 + 1)
         self.left, self.right = left, right
         knots = sorted({t0, self.t1, *(min(max(t, t0), self.t1) for t in times)})
         gaps = [b - a for a, b in itertools.pairwise(knots)]
-        quiet = _quiet(gaps)
-        width = right - left
-        busy = sum(g for i, g in enumerate(gaps) if i not in quiet)
-        if busy == 0:  # nothing but quiet: a plain linear scale
-            quiet, busy = set(), self.t1 - t0
-        px_per_ns = (width - BREAK_PX * len(quiet)) / busy
+        edges = {0, len(gaps) - 1} if len(gaps) >= 3 and gaps[0] and gaps[-1] else set()
+        inner = [0 if i in edges else g for i, g in enumerate(gaps)]
+        quiet = _quiet(inner)
+        busy = sum(g for i, g in enumerate(inner) if i not in quiet)
+        if busy == 0:  # nothing drawn to scale: a plain linear scale
+            edges, quiet, busy = set(), set(), self.t1 - t0
+        fixed = BREAK_PX * len(quiet) + EDGE_PX * len(edges)
+        px_per_ns = (right - left - fixed) / busy
         xs = [left]
         for i, g in enumerate(gaps):
-            xs.append(xs[-1] + (BREAK_PX if i in quiet else g * px_per_ns))
+            xs.append(xs[-1] + (BREAK_PX if i in quiet else EDGE_PX if i in edges
+                                else g * px_per_ns))
         self.knots, self.xs = knots, xs
+        self.first, self.last = (knots[1], knots[-2]) if edges else (self.t0, self.t1)
         self.breaks = [Break(xs[i], xs[i + 1], gaps[i] / NS) for i in sorted(quiet)]
 
     def x(self, t: int) -> float:
@@ -68,12 +75,12 @@ class Scale:
         edges say where it starts and ends (anchored away from it, so the two never meet); a
         tick whose label would overlap one kept before it is left out."""
         pieces: list[tuple[int, int]] = []
-        start = self.t0
+        start = self.first
         for i in range(len(self.knots) - 1):
             if any(b.x0 == self.xs[i] and b.x1 == self.xs[i + 1] for b in self.breaks):
                 pieces.append((start, self.knots[i]))
                 start = self.knots[i + 1]
-        pieces.append((start, self.t1))
+        pieces.append((start, self.last))
         kept: list[tuple[float, str, str]] = []
         for n_piece, (a, b) in enumerate(pieces):
             n = max(1, round((self.x(b) - self.x(a)) / TICK_PX))

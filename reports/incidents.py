@@ -236,13 +236,20 @@ def _grant_arrows(shapes: dict[str, Any], sc: Scale, lock_y: int, op: Op | None,
                              "y1": lock_y, "cls": "req", "title": "acquire"})
     shapes["arrows"].append({"x0": x, "y0": lock_y, "x1": x, "y1": lane_y,
                              "cls": "grant", "title": f"granted at {ok_t / NS:.3f} s"})
-    # Left of both arrows (the dotted request too: a label across it cannot be read), where
-    # the writes that follow a grant do not draw; right of both where the left has no room.
+    # Beside the grant's arrow and across neither arrow (a label over the dotted request cannot
+    # be read): left of it, where the writes that follow a grant do not draw, when the request
+    # is far enough left to leave room, else left of both, else right of both.
     text = f"ok, token {ref.token}"
+    w = label_width(text)
     lo, hi = min(x_req, x), max(x_req, x)
-    left = lo - 5 - label_width(text) >= LEFT
-    shapes["labels"].append({"x": lo - 5 if left else hi + 5, "y": (lock_y + lane_y) / 2 + 4,
-                             "text": text, "cls": "grant", "anchor": "end" if left else "start"})
+    if x_req < x - w - 10:
+        at, anchor = x - 5, "end"
+    elif lo - 5 - w >= LEFT:
+        at, anchor = lo - 5, "end"
+    else:
+        at, anchor = hi + 5, "start"
+    shapes["labels"].append({"x": at, "y": (lock_y + lane_y) / 2 + 4, "text": text,
+                             "cls": "grant", "anchor": anchor})
 
 
 def _write_arrows(shapes: dict[str, Any], sc: Scale, resource_y: int,
