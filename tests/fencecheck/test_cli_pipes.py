@@ -72,10 +72,15 @@ def test_an_error_naming_a_path_prints_it_whole(deep: Path) -> None:
 def test_compare_prints_each_written_path_whole(deep: Path) -> None:
     run = deep / "store" / "redis-unfenced-pause" / "20261129T230000"
     shutil.copytree(RUNS / "violations", run)
-    for columns in WIDTHS:
+
+    def one(columns: int) -> tuple[int, list[str], list[str]]:
         out_dir = deep / f"compare-{columns}"
-        code, out, err = _piped("compare", str(deep / "store"), "--out", str(out_dir),
-                                "--junit", str(out_dir / "junit.xml"), columns=columns)
+        return _piped("compare", str(deep / "store"), "--out", str(out_dir), "--junit",
+                      str(out_dir / "junit.xml"), columns=columns)
+
+    results = at_once(*(lambda c=c: one(c) for c in WIDTHS))
+    for columns, (code, out, err) in zip(WIDTHS, results, strict=True):
+        out_dir = deep / f"compare-{columns}"
         assert code == 0, err
         assert out == [str(out_dir / "compare.html"), str(out_dir / "compare.csv"),
                        str(out_dir / "junit.xml")], f"COLUMNS={columns}: {out}"

@@ -14,11 +14,11 @@ from tests.conftest import run_fencecheck
 MS = 1_000_000
 
 
+# (test_config.py checks more options by name; these two the whole line: the issue's, and one
+# whose config field is not named after its option)
 @pytest.mark.parametrize(("args", "message"), [
     (("--lease-ms", "-5"), "--lease-ms: Input should be greater than or equal to 1 (got -5)"),
-    (("--time-limit", "0"), "--time-limit: Input should be greater than 0 (got 0.0)"),
     (("--writes", "0"), "--writes: Input should be greater than or equal to 1 (got 0)"),
-    (("--concurrency", "0"), "--concurrency: Input should be greater than or equal to 1 (got 0)"),
 ])
 def test_a_bad_run_option_is_named_as_typed(args: tuple[str, ...], message: str) -> None:
     r = run_fencecheck("run", *args, timeout=60)
