@@ -60,4 +60,6 @@ def check_ready(client: str, options: Mapping[str, Any]) -> None:
     else:
         return
     if shutil.which(argv[0]) is None:
-        raise WorkloadError(f"client command {argv[0]!r} not found (on PATH or as a path)")
+        why = (f"; client {client} runs with it (`fencecheck doctor` names its package)"
+               if client in BUILDS else "")
+        raise WorkloadError(f"client command {argv[0]!r} not found (on PATH or as a path){why}")
