@@ -85,14 +85,19 @@ def client_nodes(cfg: RunConfig) -> list[str]:
 
 def _needs_module(what: str, spec: str) -> None:
     """Import the module of `spec` ("module:Name"); a Python package it needs that this install
-    lacks (an extra's, on a core install) is ConfigError naming the extra to install."""
+    lacks (an extra's, on a core install) is ConfigError naming the extra to install. So is the
+    `PYTHON_DIST` a module declares for a package it imports only where it uses it."""
     try:
-        importlib.import_module(spec.partition(":")[0])
+        module = importlib.import_module(spec.partition(":")[0])
     except ModuleNotFoundError as e:
         if e.name is None or e.name.split(".")[0] == "fencecheck":
             raise
         raise ConfigError(f"bad configuration: {missing_module_message(e.name, what)}") \
             from None
+    dist = getattr(module, "PYTHON_DIST", None)
+    if isinstance(dist, str) and not is_installed(dist):
+        raise ConfigError(f"bad configuration: {what} needs the Python package {dist}, which "
+                          f"this install lacks: {install_hint(dist)}")
 
 
 def check_installed(cfg: RunConfig) -> None:

@@ -75,3 +75,13 @@ def test_a_lazy_command_whose_module_lacks_a_package_is_listed_and_says_the_extr
     r = runner.invoke(app, ["zkthing", "--anything"])
     assert r.exit_code == 3
     assert "needs the Python package kazoo" in r.output and "Traceback" not in r.output
+
+
+def test_a_runtime_whose_package_is_missing_is_refused_before_a_run_exists(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(wiring, "is_installed", lambda dist: dist != "docker")
+    cfg = make_config(runtime="docker", store=tmp_path)
+    with pytest.raises(ConfigError, match=r"--runtime docker needs the Python package docker.*"
+                                          r"fencecheck\[docker\]"):
+        wiring.check_compatible(cfg)
+    assert list(tmp_path.iterdir()) == []
