@@ -28,17 +28,20 @@ class CatalogError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Need:
     """Something a machine needs for a backend: a binary on PATH or a file, and the Debian
-    package that provides it (what `fencecheck doctor` checks and scripts/setup.sh installs)."""
+    package that provides it (what `fencecheck doctor` checks and scripts/setup.sh installs);
+    or `dist`, a Python distribution that an extra of fencecheck brings (a run that needs it is
+    refused without it, naming the extra: descriptors/extras.py)."""
 
     what: str
     binary: str | None = None
     path: str | None = None
     package: str = ""
+    dist: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Program:
-    """A client program shipped in workloads/clients/<source>/, built by scripts/build-clients.sh
+    """A client program shipped in workloads/clients/<source>/, built by `fencecheck build`
     (workloads/clients/build.py turns this into its build steps, cached by source hash).
     `build`: its toolchain, "go", "maven", "npm" or "javac" (against Debian's jars); `entry`:
     its binary (go), main class (java) or script (npm); `args`: what follows on its command
@@ -91,7 +94,11 @@ class BackendDescriptor:
     first line.
     `preflight`: a "module:function" called before a run creates anything; a ClusterError it
     raises (a server binary that is not built, with the command that builds it) is exit 3.
-    `weight`: a run's share of the machine (1 = a redis-server run), for parallel matrices."""
+    `weight`: a run's share of the machine (1 = a redis-server run), for parallel matrices.
+    `server_build`: the module of a pinned server build this backend runs (not on PATH: built
+    into the machine's build cache by `fencecheck build`), exposing NAME, TOOLCHAIN (a key of
+    fencecheck.toolchain.tools), label(), source(), build_dir(), steps(folder), build() and
+    binary() (see clusters/services/kube_build.py)."""
 
     name: str
     summary: str
@@ -112,6 +119,7 @@ class BackendDescriptor:
     # `fencecheck matrix --jobs` adds up so the heavy runs (three JVM or kube-apiserver members)
     # do not start together.
     weight: int = 1
+    server_build: str | None = None
 
     @property
     def default_client(self) -> str:

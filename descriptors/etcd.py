@@ -31,7 +31,7 @@ BACKEND = BackendDescriptor(
             dist="httpx",
             token="the leader key's create revision",
         ),
-        # etcd's Go concurrency.Mutex, a program built by scripts/build-clients.sh
+        # etcd's Go concurrency.Mutex, a program built by `fencecheck build`
         ClientDescriptor(
             "etcd-go",
             "fencecheck.workloads.clients.third_party:ShippedClient",
@@ -56,7 +56,7 @@ BACKEND = BackendDescriptor(
             dist="etcd3",
             token=None,
         ),
-        # etcd's Go concurrency.Election, a program built by scripts/build-clients.sh
+        # etcd's Go concurrency.Election, a program built by `fencecheck build`
         ClientDescriptor(
             "etcd-go-election",
             "fencecheck.workloads.clients.third_party:ShippedClient",

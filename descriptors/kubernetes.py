@@ -59,4 +59,5 @@ BACKEND = BackendDescriptor(
         "through the vDSO, which an LD_PRELOAD shim cannot intercept"
     ),
     preflight="fencecheck.clusters.services.kube_build:binary",
+    server_build="fencecheck.clusters.services.kube_build",
 )

@@ -38,4 +38,5 @@ BACKEND = BackendDescriptor(
         "vDSO, which an LD_PRELOAD shim cannot intercept"
     ),
     preflight="fencecheck.clusters.services.nats_build:binary",
+    server_build="fencecheck.clusters.services.nats_build",
 )

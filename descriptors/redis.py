@@ -83,9 +83,9 @@ BACKEND = BackendDescriptor(
             dist="python-redis-lock",
             token=None,
         ),
-        # Redisson's RLock and RFencedLock (watchdog renewal), built by scripts/build-clients.sh
+        # Redisson's RLock and RFencedLock (watchdog renewal), built by `fencecheck build`
         *redisson_clients("", "INCR per grant"),
-        # ShedLock's Redis provider (scheduled jobs run once), built by scripts/build-clients.sh
+        # ShedLock's Redis provider (scheduled jobs run once), built by `fencecheck build`
         ClientDescriptor(
             "shedlock",
             "fencecheck.workloads.clients.third_party:ShippedClient",

@@ -32,7 +32,7 @@ BACKEND = BackendDescriptor(
             dist="pottery",
             token=None,
         ),
-        # npm redlock + ioredis, a program built by scripts/build-clients.sh
+        # npm redlock + ioredis, a program built by `fencecheck build`
         ClientDescriptor(
             "node-redlock",
             "fencecheck.workloads.clients.third_party:ShippedClient",
@@ -48,7 +48,7 @@ BACKEND = BackendDescriptor(
             dist="aioredlock",
             token=None,
         ),
-        # go-redsync (Redlock in Go), a program built by scripts/build-clients.sh
+        # go-redsync (Redlock in Go), a program built by `fencecheck build`
         ClientDescriptor(
             "go-redsync",
             "fencecheck.workloads.clients.third_party:ShippedClient",

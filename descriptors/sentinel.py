@@ -25,7 +25,7 @@ BACKEND = BackendDescriptor(
             dist="redis",
             token="INCR on the primary (lost with the primary's unreplicated writes)",
         ),
-        # Redisson's RLock and RFencedLock through the sentinels, built by build-clients.sh
+        # Redisson's RLock and RFencedLock through the sentinels, built by `fencecheck build`
         *redisson_clients(", through the sentinels", "INCR on the primary"),
     ),
     token="yes",

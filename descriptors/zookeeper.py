@@ -31,7 +31,7 @@ BACKEND = BackendDescriptor(
             dist="kazoo",
             token="the election node's czxid",
         ),
-        # Apache Curator's InterProcessMutex, a program built by scripts/build-clients.sh
+        # Apache Curator's InterProcessMutex, a program built by `fencecheck build`
         ClientDescriptor(
             "curator",
             "fencecheck.workloads.clients.third_party:ShippedClient",

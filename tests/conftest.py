@@ -231,6 +231,8 @@ GROUPS: dict[str, str] = {
     "tests/clusters/test_postgres.py": "postgres",
     "tests/workloads/test_pg_resource.py": "postgres",
     "tests/workloads/test_pylib_clients.py": "postgres",
+    # one sdist, wheel and venv for the module's tests
+    "tests/fencecheck/test_install.py": "install",
     # the docker runtime: container starts are serialized in dockerd anyway
     "tests/clusters/test_docker.py": "docker",
     "tests/e2e/test_runtimes.py": "docker",

@@ -31,11 +31,16 @@ app = typer.Typer(
 out = console()
 
 
+def _version_line() -> str:
+    """What `--version` and `version` both print."""
+    from importlib.metadata import version as v
+
+    return f"fencecheck {v('fencecheck')}"
+
+
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import version as v
-
-        out.print(f"fencecheck {v('fencecheck')}")
+        out.print(_version_line())
         raise typer.Exit(0)
 
 
@@ -225,9 +230,9 @@ def doctor() -> None:
     for item in diagnose():
         mark = ("[green]ok[/]  " if item.ok else "[yellow]missing (optional)[/]"
                 if item.optional else "[red]MISSING[/]")
-        out.print(f"{mark} {item.what}: {item.detail}", soft_wrap=True)
-        if not item.ok and item.fix:
-            out.print(f"      fix: [bold]{item.fix}[/]", soft_wrap=True)
+        out.print(f"{mark} {shown(item.what)}: {shown(item.detail)}", soft_wrap=True)
+        if not item.ok and item.fix:  # "pip install 'fencecheck[run]'": not markup
+            out.print(f"      fix: [bold]{shown(item.fix)}[/]", soft_wrap=True)
         if not item.ok and not item.optional:
             problems += 1
     raise typer.Exit(1 if problems else 0)
@@ -235,10 +240,8 @@ def doctor() -> None:
 
 @app.command()
 def version() -> None:
-    """Print the version."""
-    from importlib.metadata import version as v
-
-    out.print(v("fencecheck"))
+    """Print the version (as --version does)."""
+    out.print(_version_line())
 
 
 def main() -> None:

@@ -123,8 +123,9 @@ def matrix(
     runs = sum(len(r.seeds) for r in spec.rows)
     which = f" (shard {part})" if part is not None else ""
     at_once = f", {n_jobs} weight units at once" if n_jobs > 1 else ""
-    out.print(f"{file}{which}: {len(spec.rows)} rows, {runs} runs{at_once}; output in {out_dir}",
-              soft_wrap=True)
+    n_rows = len(spec.rows)
+    out.print(f"{file}{which}: {n_rows} row{'s' if n_rows != 1 else ''}, {runs} "
+              f"run{'s' if runs != 1 else ''}{at_once}; output in {out_dir}", soft_wrap=True)
     try:
         outcome = run_matrix(spec, out_dir, junit, _notify, jobs=n_jobs)
         if part is not None:

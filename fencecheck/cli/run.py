@@ -21,6 +21,7 @@ from fencecheck.nemesis.faults.registry import faults
 if TYPE_CHECKING:
     from fencecheck.run.config import RunConfig
     from fencecheck.run.controller import RunOutcome
+    from fencecheck.run.errors import ConfigError
 
 
 def _names(table: Callable[[], Mapping[str, object]]) -> str:
@@ -128,10 +129,33 @@ def run(
         _preflight(cfg)
         with ProgressLine(err) as line:
             outcome = run_test(cfg, line.update)
-    except (ConfigError, StoreError, ClusterError, WorkloadError, CheckerError) as e:
+    except ConfigError as e:
+        fail(_as_option(e))
+    except (StoreError, ClusterError, WorkloadError, CheckerError) as e:
         fail(str(e))
     _print_outcome(outcome, junit)
     raise typer.Exit(outcome.exit_code)
+
+
+# RunConfig fields whose option is not named after them (the rest: `lease_ms` is --lease-ms,
+# `time_limit_s` is --time-limit)
+_OPTION_OF = {"writes_per_section": "writes", "nemesis_interval_s": "interval",
+              "client_options": "client_opt"}
+
+
+def _as_option(e: ConfigError) -> str:
+    """The error naming the option the user typed (--lease-ms), not the config field
+    (lease_ms)."""
+    text = str(e)
+    click = typer.core.click  # type: ignore[attr-defined]
+    ctx = click.get_current_context(silent=True)
+    if e.field is None or ctx is None or not text.startswith(f"bad configuration: {e.field}:"):
+        return text
+    options = {p.name: p.opts[0] for p in ctx.command.params if p.opts}
+    for name in (_OPTION_OF.get(e.field), e.field, e.field.removesuffix("_s")):
+        if name in options and options[name].startswith("--"):
+            return text.replace(f": {e.field}:", f": {options[name]}:", 1)
+    return text
 
 
 def _preflight(cfg: RunConfig) -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fencecheck.descriptors import catalog
 from fencecheck.nemesis.faults import registry as fault_registry
+from fencecheck.run.errors import ConfigError as ConfigError  # re-exported
 
 PauseTarget = Literal["holder", "random", "server"]
 
@@ -23,8 +24,6 @@ def _choice(kind: str, name: str, known: list[str]) -> str:
     return name
 
 
-class ConfigError(Exception):
-    """A configuration the run cannot start with; the message names the field."""
 
 
 class RunConfig(BaseModel):
@@ -189,4 +188,8 @@ def make_config(**options: Any) -> RunConfig:
         err = e.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "config"
         msg = err["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"bad configuration: {field}: {msg}") from None
+        given = err.get("input")
+        if err["loc"] and isinstance(given, int | float | str) and str(given) not in msg:
+            msg += f" (got {given!r})"
+        raise ConfigError(f"bad configuration: {field}: {msg}",
+                          field=str(err["loc"][0]) if err["loc"] else None) from None

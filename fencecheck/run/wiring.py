@@ -12,6 +12,7 @@ from typing import Any
 from fencecheck.clusters.base import ClusterError, LockService
 from fencecheck.descriptors import catalog
 from fencecheck.descriptors.base import CLOCK, BackendDescriptor, ResourceDescriptor
+from fencecheck.descriptors.extras import install_hint, is_installed, missing_module_message
 from fencecheck.nemesis.faults.registry import faults as fault_table
 from fencecheck.run.config import ConfigError, RunConfig
 from fencecheck.run.resources import STORE_PORT, store_argv
@@ -82,10 +83,55 @@ def client_nodes(cfg: RunConfig) -> list[str]:
     return [f"c{i + 1}" for i in range(cfg.concurrency)]
 
 
+def _needs_module(what: str, spec: str) -> None:
+    """Import the module of `spec` ("module:Name"); a Python package it needs that this install
+    lacks (an extra's, on a core install) is ConfigError naming the extra to install. So is the
+    `PYTHON_DIST` a module declares for a package it imports only where it uses it."""
+    try:
+        module = importlib.import_module(spec.partition(":")[0])
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] == "fencecheck":
+            raise
+        raise ConfigError(f"bad configuration: {missing_module_message(e.name, what)}") \
+            from None
+    dist = getattr(module, "PYTHON_DIST", None)
+    if isinstance(dist, str) and not is_installed(dist):
+        raise ConfigError(f"bad configuration: {what} needs the Python package {dist}, which "
+                          f"this install lacks: {install_hint(dist)}")
+
+
+def check_installed(cfg: RunConfig) -> None:
+    """Every Python package the run's parts need is installed: the modules of its runtime,
+    service, resource, faults and lock client import, and the client's library (imported only
+    inside the worker) is there. Before anything is created, one line naming the extra."""
+    b = descriptor(cfg)
+    r = resource_descriptor(cfg)
+    table = fault_table()
+    parts = [(f"--runtime {cfg.runtime}", RUNTIMES[cfg.runtime]),
+             (f"backend {b.name}", b.service), (f"resource {r.name}", r.spec),
+             (f"resource {r.name}", r.starter),
+             *((f"nemesis {n}", table[n].factory) for n in cfg.faults if n in table)]
+    c = next((x for x in b.clients if x.name == cfg.client_name), None)
+    if c is not None:
+        parts.append((f"client {c.name}", c.spec))
+        if c.dist is not None and not is_installed(c.dist):
+            raise ConfigError(f"bad configuration: client {c.name} needs the Python package "
+                              f"{c.dist}, which this install lacks: {install_hint(c.dist)}")
+    for what, spec in parts:
+        _needs_module(what, spec)
+    for n in cfg.faults:
+        for need in table[n].needs if n in table else ():
+            if need.dist is not None and not is_installed(need.dist):
+                raise ConfigError(f"bad configuration: nemesis {n} needs the Python package "
+                                  f"{need.dist}, which this install lacks: "
+                                  f"{install_hint(need.dist)}")
+
+
 def check_compatible(cfg: RunConfig) -> None:
     """Refuse combinations that cannot run, before anything is created: each message names both
     sides of the clash."""
     b = descriptor(cfg)
+    check_installed(cfg)
     known = b.client_names
     if ":" not in cfg.client_name and cfg.client_name not in known:
         raise ConfigError(

@@ -1,6 +1,6 @@
 """The shipped third-party lock libraries: `ShippedClient`, a `StdioClient` running the built
 program its descriptor declares (descriptors/, `ClientDescriptor.program`; built by
-scripts/build-clients.sh through workloads/clients/build.py). `check_ready` refuses a client
+`fencecheck build` through workloads/clients/build.py). `check_ready` refuses a client
 that cannot start, before a run creates anything. The programs:
 
 - `node-redlock` (npm redlock + ioredis), `curator` (Apache Curator's InterProcessMutex; token =
@@ -60,4 +60,6 @@ def check_ready(client: str, options: Mapping[str, Any]) -> None:
     else:
         return
     if shutil.which(argv[0]) is None:
-        raise WorkloadError(f"client command {argv[0]!r} not found (on PATH or as a path)")
+        why = (f"; client {client} runs with it (`fencecheck doctor` names its package)"
+               if client in BUILDS else "")
+        raise WorkloadError(f"client command {argv[0]!r} not found (on PATH or as a path){why}")

@@ -24,7 +24,7 @@ from fencecheck.clusters.faults.delay import (
 )
 from fencecheck.descriptors.base import FaultDescriptor
 from fencecheck.nemesis.faults.base import FaultContext, FaultOptions, ScheduleView
-from fencecheck.run.config import ConfigError
+from fencecheck.run.errors import ConfigError
 
 RUNTIMES = frozenset({"netns", "docker"})  # the proxies run beside the workers, on this host
 

@@ -27,7 +27,9 @@ DESCRIPTOR = FaultDescriptor(
     requires=frozenset({UNSYNCED, KILL}),
     runtimes=frozenset({"netns"}),
     # /dev/fuse comes with the kernel, not a package: the file system says so if it is missing
-    needs=(Need("FUSE (lose-unsynced file system)", binary="fusermount3", package="fuse3"),),
+    needs=(Need("FUSE (lose-unsynced file system)", binary="fusermount3", package="fuse3"),
+           # the file system's process imports it (not the controller): checked before a run
+           Need("pyfuse3 (lose-unsynced file system)", dist="pyfuse3")),
 )
 
 
