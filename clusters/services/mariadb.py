@@ -30,8 +30,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fencecheck.clusters.base import ClusterError, Daemon, Remote, RemoteError
-from fencecheck.clusters.services.daemons import ProcessLedger, start_recorded, stop_daemon
+from fencecheck.clusters.base import ClusterError, Daemon, Remote
+from fencecheck.clusters.services.daemons import (
+    OneNode,
+    ProcessLedger,
+    start_recorded,
+    stop_daemon,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +58,11 @@ def init_sql(database: str) -> str:
             f"CREATE DATABASE IF NOT EXISTS `{database}`;\n")
 
 
-class MariadbService:
+class MariadbService(OneNode):
     """One MariaDB server on the single node given to `setup`. See the module docstring."""
 
     name = "mariadb"
+    what = "mariadb"
 
     def __init__(
         self,
@@ -137,33 +143,11 @@ class MariadbService:
             self.wait_ready(self.ready_timeout_s)
 
     def wait_ready(self, timeout_s: float) -> None:
-        remote = self._remote()
-        argv = [ADMIN, "--no-defaults", "-h", remote.address, "-P", str(self.port), "-u", USER,
-                "--connect-timeout=2", "ping"]
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                if remote.run(argv, timeout_s=5.0, check=False).returncode == 0:
-                    return
-            except RemoteError:
-                pass
-            if self.daemon is not None and not remote.alive(self.daemon.pid):
-                raise ClusterError(f"mariadb exited; see {self._dir() / 'mariadb.log'}")
-            if time.monotonic() > deadline:
-                raise ClusterError(f"mariadb not ready after {timeout_s} s")
-            time.sleep(0.1)
+        argv = [ADMIN, "--no-defaults", "-h", self._remote().address, "-P", str(self.port), "-u",
+                USER, "--connect-timeout=2", "ping"]
+        self._wait_answering(argv, "mariadb.log", timeout_s)
 
     # -- helpers
-
-    def _remote(self) -> Remote:
-        if self.remote is None:
-            raise ClusterError("mariadb: not set up")
-        return self.remote
-
-    def _dir(self) -> Path:
-        if self.run_dir is None or self.node is None:
-            raise ClusterError("mariadb: not set up")
-        return self.run_dir / "nodes" / self.node
 
     def _datadir(self) -> Path:
         return self._dir() / "mariadb"

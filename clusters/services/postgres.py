@@ -25,8 +25,13 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from fencecheck.clusters.base import ClusterError, Daemon, Remote, RemoteError
-from fencecheck.clusters.services.daemons import ProcessLedger, start_recorded, stop_daemon
+from fencecheck.clusters.base import ClusterError, Daemon, Remote
+from fencecheck.clusters.services.daemons import (
+    OneNode,
+    ProcessLedger,
+    start_recorded,
+    stop_daemon,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +39,11 @@ BIN = "/usr/lib/postgresql/15/bin"
 USER = "postgres"
 
 
-class PostgresService:
+class PostgresService(OneNode):
     """One PostgreSQL server on the single node given to `setup`. See the module docstring."""
 
     name = "postgres"
+    what = "postgres"
 
     def __init__(
         self,
@@ -102,32 +108,11 @@ class PostgresService:
         return {self.node: [self._dir() / "postgres.log"]}
 
     def wait_ready(self, timeout_s: float) -> None:
-        remote = self._remote()
-        argv = [f"{BIN}/pg_isready", "-q", "-h", remote.address, "-p", str(self.port), "-U", USER]
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                if remote.run(argv, timeout_s=5.0, check=False).returncode == 0:
-                    return
-            except RemoteError:
-                pass
-            if self.daemon is not None and not remote.alive(self.daemon.pid):
-                raise ClusterError(f"postgres exited; see {self._dir() / 'postgres.log'}")
-            if time.monotonic() > deadline:
-                raise ClusterError(f"postgres not ready after {timeout_s} s")
-            time.sleep(0.1)
+        argv = [f"{BIN}/pg_isready", "-q", "-h", self._remote().address, "-p", str(self.port),
+                "-U", USER]
+        self._wait_answering(argv, "postgres.log", timeout_s)
 
     # -- helpers
-
-    def _remote(self) -> Remote:
-        if self.remote is None:
-            raise ClusterError("postgres: not set up")
-        return self.remote
-
-    def _dir(self) -> Path:
-        if self.run_dir is None or self.node is None:
-            raise ClusterError("postgres: not set up")
-        return self.run_dir / "nodes" / self.node
 
     def _run_as(self, argv: list[str]) -> None:
         self._remote().run(

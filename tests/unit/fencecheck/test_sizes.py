@@ -103,11 +103,13 @@ def test_no_function_over_80_lines() -> None:
     assert not over, f"functions over {MAX_FUNCTION_LINES} lines: {over}"
 
 
-@pytest.mark.parametrize("module", sorted(LONG_MODULES))
-def test_an_allowed_long_module_is_still_long(module: str) -> None:
+def test_an_allowed_long_module_is_still_long() -> None:
+    """(The list is empty now; a module put back on it must still be long.)"""
     modules, _ = measure()
-    assert module in modules, f"{module}: gone: remove it from LONG_MODULES"
-    assert modules[module] > MAX_MODULE_LINES, f"{module} fits now: remove it from LONG_MODULES"
+    for module in sorted(LONG_MODULES):
+        assert module in modules, f"{module}: gone: remove it from LONG_MODULES"
+        assert modules[module] > MAX_MODULE_LINES, f"{module} fits now: remove it from " \
+            "LONG_MODULES"
 
 
 @pytest.mark.parametrize("key", sorted(LONG_FUNCTIONS), ids=lambda k: f"{k[0]}:{k[1]}")
