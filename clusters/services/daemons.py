@@ -167,14 +167,42 @@ class NodeDaemons:
 
 
 class OneNode:
-    """A service on one node: `remote`, `node` and `run_dir` are set by its setup, `daemon` is
-    its server while it runs; `what` names it in errors."""
+    """A service of one server on one node (mariadb, postgres): `_one_node` sets what its
+    constructor takes, `_bring_up` is its setup's frame; `daemon` is its server while it runs,
+    `what` names it in errors and logs."""
 
     what = "service"
-    remote: Remote | None
-    node: str | None
-    run_dir: Path | None
-    daemon: Daemon | None
+
+    def _one_node(self, port: int, database: str, ready_timeout_s: float, keep_data: bool,
+                  ledger: ProcessLedger | None) -> None:
+        self.port = port
+        self.database = database
+        self.ready_timeout_s = ready_timeout_s
+        self.keep_data = keep_data
+        self.ledger = ledger
+        self.node: str | None = None
+        self.remote: Remote | None = None
+        self.run_dir: Path | None = None
+        self.daemon: Daemon | None = None
+        self.ready_s: float | None = None
+
+    def _bring_up(self, nodes: Mapping[str, Remote], run_dir: Path,
+                  steps: Sequence[Callable[[], None]]) -> None:
+        """The one node given to setup, then `steps` in order; the time they took is ready_s."""
+        if len(nodes) != 1:
+            raise ClusterError(f"{self.what}: want 1 node, got {len(nodes)}")
+        self.node, self.remote = next(iter(nodes.items()))
+        self.run_dir = run_dir
+        t0 = time.monotonic()
+        for step in steps:
+            step()
+        self.ready_s = time.monotonic() - t0
+        log.info("%s on %s ready in %.2f s", self.what, self.node, self.ready_s)
+
+    def endpoints(self) -> list[str]:
+        if self.remote is None:
+            return []
+        return [f"{self.remote.address}:{self.port}"]
 
     def _remote(self) -> Remote:
         if self.remote is None:

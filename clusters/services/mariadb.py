@@ -25,12 +25,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import signal
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fencecheck.clusters.base import ClusterError, Daemon, Remote
+from fencecheck.clusters.base import Remote
 from fencecheck.clusters.services.daemons import (
     OneNode,
     ProcessLedger,
@@ -73,35 +72,13 @@ class MariadbService(OneNode):
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
     ) -> None:
-        self.port = port
-        self.database = database
-        self.ready_timeout_s = ready_timeout_s
-        self.keep_data = keep_data
-        self.ledger = ledger
-        self.node: str | None = None
-        self.remote: Remote | None = None
-        self.run_dir: Path | None = None
-        self.daemon: Daemon | None = None
-        self.ready_s: float | None = None
+        self._one_node(port, database, ready_timeout_s, keep_data, ledger)
 
     # -- LockService
 
     def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
-        if len(nodes) != 1:
-            raise ClusterError(f"mariadb: want 1 node, got {len(nodes)}")
-        self.node, self.remote = next(iter(nodes.items()))
-        self.run_dir = run_dir
-        t0 = time.monotonic()
-        self._install()
-        self._start()
-        self.wait_ready(self.ready_timeout_s)
-        self.ready_s = time.monotonic() - t0
-        log.info("mariadb on %s ready in %.2f s", self.node, self.ready_s)
-
-    def endpoints(self) -> list[str]:
-        if self.remote is None:
-            return []
-        return [f"{self.remote.address}:{self.port}"]
+        self._bring_up(nodes, run_dir, (self._install, self._start,
+                                        lambda: self.wait_ready(self.ready_timeout_s)))
 
     def client_options(self) -> dict[str, Any]:
         return {"database": self.database, "user": USER}

@@ -21,11 +21,10 @@ import hashlib
 import ipaddress
 import logging
 import signal
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from fencecheck.clusters.base import ClusterError, Daemon, Remote
+from fencecheck.clusters.base import ClusterError, Remote
 from fencecheck.clusters.services.daemons import (
     OneNode,
     ProcessLedger,
@@ -55,38 +54,15 @@ class PostgresService(OneNode):
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
     ) -> None:
-        self.keep_data = keep_data
-        self.port = port
-        self.database = database
+        self._one_node(port, database, ready_timeout_s, keep_data, ledger)
         self.trust_cidrs = list(trust_cidrs) if trust_cidrs is not None else None
-        self.ready_timeout_s = ready_timeout_s
-        self.ledger = ledger
-        self.node: str | None = None
-        self.remote: Remote | None = None
-        self.run_dir: Path | None = None
-        self.daemon: Daemon | None = None
-        self.ready_s: float | None = None
         self.pgdata: Path | None = None
 
     def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
-        if len(nodes) != 1:
-            raise ClusterError(f"postgres: want 1 node, got {len(nodes)}")
-        self.node, self.remote = next(iter(nodes.items()))
-        self.run_dir = run_dir
-        t0 = time.monotonic()
-        self._initdb()
-        self._start()
-        self.wait_ready(self.ready_timeout_s)
-        self._run_as(
-            [f"{BIN}/createdb", "-h", self.remote.address, "-p", str(self.port), self.database]
-        )
-        self.ready_s = time.monotonic() - t0
-        log.info("postgres on %s ready in %.2f s", self.node, self.ready_s)
-
-    def endpoints(self) -> list[str]:
-        if self.remote is None:
-            return []
-        return [f"{self.remote.address}:{self.port}"]
+        self._bring_up(nodes, run_dir, (
+            self._initdb, self._start, lambda: self.wait_ready(self.ready_timeout_s),
+            lambda: self._run_as([f"{BIN}/createdb", "-h", self._remote().address, "-p",
+                                  str(self.port), self.database])))
 
     def dsn(self) -> str:
         """A libpq connection string for the resource's options."""
