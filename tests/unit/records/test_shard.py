@@ -47,3 +47,16 @@ def test_a_bad_manifest_is_named(doc: dict[str, object], named: str) -> None:
 def test_the_schema_is_generated_from_the_record() -> None:
     props = shard.schema()["$defs"]["ShardManifest"]["properties"]
     assert {"matrix_sha256", "shard", "of", "runs"} <= set(props)
+
+
+@pytest.mark.parametrize("name", ["schedule", "shard"])
+def test_schema_prints_the_records_schema(name: str) -> None:
+    from typer.testing import CliRunner
+
+    from fencecheck.checker.schemas import schema
+    from fencecheck.cli.app import app
+
+    r = CliRunner().invoke(app, ["schema", name])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output) == json.loads(json.dumps(schema(name)))
+    assert json.loads(r.output)["title"] == f"fencecheck {name}.json"
