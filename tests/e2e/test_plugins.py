@@ -7,6 +7,7 @@ comparison row runs from `fencecheck libraries` into the published table."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_fencecheck
+from tests.conftest import at_once, run_fencecheck
 
 PKG = Path(__file__).resolve().parents[1] / "plugin_pkg"
 LIBRARIES = Path(__file__).resolve().parents[2] / "examples" / "libraries.toml"
@@ -101,40 +102,42 @@ def test_a_plugin_backend_shows_in_plugins_help_schema_and_the_comparison(
         plugin: dict[str, str]) -> None:
     """The demo plugin's backend (service, descriptor, client: three modules outside the tree)
     and its fault's and client's options, everywhere the built-in ones are listed."""
-    r = run_fencecheck("plugins", timeout=60, env=plugin)
-    assert r.returncode == 0 and "fencecheck.backends: demo-redis" in r.stdout, r.stderr
-    assert "  demo-redis: demo-redis-setnx, stdio" in r.stdout
-    r = run_fencecheck("run", "--help", timeout=60, env={**plugin, "COLUMNS": "300"})
-    assert r.returncode == 0, r.stderr
-    text = _text(r.stdout)
+    wide = {**plugin, "COLUMNS": "300"}
+    listed, helped, config, results, rows = at_once(*(
+        functools.partial(run_fencecheck, *args, timeout=90, env=env) for args, env in (
+            (("plugins",), plugin), (("run", "--help"), wide), (("schema", "config"), plugin),
+            (("schema", "results"), plugin), (("libraries",), plugin))))
+    assert listed.returncode == 0 and "fencecheck.backends: demo-redis" in listed.stdout
+    assert "  demo-redis: demo-redis-setnx, stdio" in listed.stdout
+    assert helped.returncode == 0, helped.stderr
+    text = _text(helped.stdout)
     for shown in ("demo-redis: port=N (default 6390)",
                   "demo-redis-setnx: key_prefix=TEXT (default demo:)",
                   "freeze-all: target=holder|random (default holder), hold_s=LOW,HIGH"):
         assert shown in text, shown
-    r = run_fencecheck("schema", "config", timeout=60, env=plugin)
-    defs = json.loads(r.stdout)["$defs"]
+    defs = json.loads(config.stdout)["$defs"]
     assert defs["backend.demo-redis"]["properties"]["port"]["default"] == 6390
     assert "key_prefix" in defs["client.demo-redis-setnx"]["properties"]
     assert "hold_s" in defs["fault.freeze-all"]["properties"]
-    r = run_fencecheck("schema", "results", timeout=60, env=plugin)
-    assert "demo-unseen" in json.loads(r.stdout)["$defs"]["Violation"]["properties"]["kind"][
-        "examples"]
-    r = run_fencecheck("libraries", timeout=60, env=plugin)
-    rows = tomllib.loads(r.stdout)["row"]
-    demo = next(x for x in rows if x["name"] == "none-demo-redis-setnx")
+    kind = json.loads(results.stdout)["$defs"]["Violation"]["properties"]["kind"]
+    assert "demo-unseen" in kind["examples"]
+    generated = tomllib.loads(rows.stdout)["row"]
+    demo = next(x for x in generated if x["name"] == "none-demo-redis-setnx")
     assert demo["backend"] == "demo-redis" and demo["backend_options"] == {"port": 6391}
-    assert len(rows) == len(tomllib.loads(LIBRARIES.read_text())["row"]) + 1
+    assert len(generated) == len(tomllib.loads(LIBRARIES.read_text())["row"]) + 1
 
 
 def test_a_plugin_options_are_checked_by_its_models(plugin: dict[str, str],
                                                     tmp_path: Path) -> None:
-    for args, named in ((["--backend", "demo-redis", "--backend-opt", "port=80"],
-                         "--backend-opt port: Input should be greater than or equal to 1024"),
-                        (["--backend", "demo-redis", "--client-opt", "prefix=x"],
-                         "--client-opt prefix: client demo-redis-setnx has no such option"),
-                        (["--nemesis", "freeze-all", "--fault-opt", "freeze-all.hold_s=x"],
-                         "--fault-opt freeze-all.hold_s")):
-        r = run_fencecheck("run", "--store", str(tmp_path), *args, timeout=60, env=plugin)
+    cases = ((["--backend", "demo-redis", "--backend-opt", "port=80"],
+              "--backend-opt port: Input should be greater than or equal to 1024"),
+             (["--backend", "demo-redis", "--client-opt", "prefix=x"],
+              "--client-opt prefix: client demo-redis-setnx has no such option"),
+             (["--nemesis", "freeze-all", "--fault-opt", "freeze-all.hold_s=x"],
+              "--fault-opt freeze-all.hold_s"))
+    done = at_once(*(functools.partial(run_fencecheck, "run", "--store", str(tmp_path), *args,
+                                       timeout=90, env=plugin) for args, _ in cases))
+    for r, (_, named) in zip(done, cases, strict=True):
         assert r.returncode == 3 and named in r.stderr, r.stderr
     assert list(tmp_path.iterdir()) == []
 
