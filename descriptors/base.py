@@ -127,9 +127,10 @@ class ClientDescriptor:
 class BackendDescriptor:
     """Everything about one lock backend.
 
-    `service` is the "module:Class" of its LockService, built with the keyword arguments named
-    in `service_args` (a subset of "persistence", "env_for", "ledger", "lease_ms"): declared,
-    never guessed.
+    `service` is the "module:Class" of its LockService, built with its own options (`options`)
+    and the keyword arguments named in `service_args` (a subset of "env_for", "ledger",
+    "lease_ms"; "persistence", named by earlier descriptors, is now the Redis backends' option
+    and harmless here): declared, never guessed.
     `clients`: the clients that drive it, the default first. `capabilities`: what faults may
     rely on (PAUSE, KILL, CLOCK, FAILOVER, UNSYNCED). `clock_refusal`: why CLOCK is missing,
     shown when a clock fault is refused. `version_argv`: prints the server's version on its
