@@ -109,6 +109,8 @@ def test_a_plugin_backend_shows_in_plugins_help_schema_and_the_comparison(
             (("schema", "results"), plugin), (("libraries",), plugin))))
     assert listed.returncode == 0 and "fencecheck.backends: demo-redis" in listed.stdout
     assert "  demo-redis: demo-redis-setnx, stdio" in listed.stdout
+    assert "runtimes: netns, docker, ssh" in listed.stdout
+    assert "workloads: lock, leader, cron" in listed.stdout
     assert helped.returncode == 0, helped.stderr
     text = _text(helped.stdout)
     for shown in ("demo-redis: port=N (default 6390)",
