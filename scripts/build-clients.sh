@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the shipped third-party lock clients (node-redlock, curator, etcd-go; go-redsync,
 # etcd-go-election, client-go (Kubernetes Lease leader election); redisson, redisson-fenced,
-# shedlock, shedlock-jdbc from Maven Central; kube-apiserver, nats-server) into
+# shedlock, shedlock-jdbc, hazelcast-java from Maven Central; kube-apiserver, nats-server, and
+# the hazelcast member jar) into
 # /var/cache/fencecheck/clients (or $FENCECHECK_CLIENT_CACHE), cached by source hash: an unchanged
 # client is a no-op. Installs the toolchains and Debian's Curator when they are missing.
 #   bash scripts/build-clients.sh                 all of them
@@ -29,16 +30,19 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 # kube-apiserver, the kubernetes backend's server: built from the Kubernetes Go modules into the
 # same cache (clusters/services/kube_build.py), with all, or when named.
-# nats-server likewise, for the nats backend (clusters/services/nats_build.py: a pinned release).
-kube=0; natsd=0; clients=()
-[ "$#" -eq 0 ] && kube=1 && natsd=1
+# nats-server likewise, for the nats backend (clusters/services/nats_build.py: a pinned release),
+# and the Hazelcast member jar for the hazelcast backends (clusters/services/hazelcast_build.py).
+kube=0; natsd=0; hz=0; clients=()
+[ "$#" -eq 0 ] && kube=1 && natsd=1 && hz=1
 for a in "$@"; do
   if [ "$a" = kube-apiserver ]; then kube=1
   elif [ "$a" = nats-server ]; then natsd=1
+  elif [ "$a" = hazelcast ]; then hz=1
   else clients+=("$a"); fi
 done
 [ "$kube" = 1 ] && .venv/bin/python -m fencecheck.clusters.services.kube_build
 [ "$natsd" = 1 ] && .venv/bin/python -m fencecheck.clusters.services.nats_build
+[ "$hz" = 1 ] && .venv/bin/python -m fencecheck.clusters.services.hazelcast_build
 if [ "$#" -eq 0 ] || [ "${#clients[@]}" -gt 0 ]; then
   exec .venv/bin/python -m fencecheck.workloads.clients.build "${clients[@]}"
 fi

@@ -212,6 +212,10 @@ GROUPS: dict[str, str] = {
     "tests/clusters/test_postgres.py": "postgres",
     "tests/workloads/test_pg_resource.py": "postgres",
     "tests/workloads/test_pylib_clients.py": "postgres",
+    # three Hazelcast member JVMs per cluster or run (and JVM clients): one worker for them all
+    "tests/clusters/test_hazelcast.py": "hazelcast",
+    "tests/workloads/test_hazelcast_client.py": "hazelcast",
+    "tests/e2e/test_hazelcast.py": "hazelcast",
     # the docker runtime: container starts are serialized in dockerd anyway
     "tests/clusters/test_docker.py": "docker",
     "tests/e2e/test_runtimes.py": "docker",
