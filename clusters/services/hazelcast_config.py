@@ -13,9 +13,12 @@ What is tuned, and why (every other setting is Hazelcast's default):
   after its last heartbeat or lock call), the heartbeat 1 s. Raft's leader heartbeat 500 ms
   (default 5 s) and 3 missed ones (default 5) declare a leader dead, so a paused or cut-off
   leader is replaced in about 1.5 s rather than 25 s.
-- Member failure detection: heartbeats every 1 s, a member silent for 4 s leaves the cluster
-  view (default 60 s), and split clusters look for each other every 2 s (default 300 s) to
-  merge after a partition heals.
+- Member failure detection: heartbeats every 1 s, a member silent for 3 s leaves the cluster
+  view (default 60 s); a member that lost its master claims mastership within a few seconds
+  (connections to members time out after 2 s, not 10; the claim after 3 s, not 120), so a
+  member cut off forms a cluster of its own while the partition lasts, as it would in
+  production given a longer one; split clusters look for each other every 2 s (default 300 s)
+  to merge after a partition heals.
 - The REST endpoints of the health check and the CP Subsystem: readiness and CP membership
   (promoting a restarted member) over plain HTTP on the member port.
 - A SIGTERM terminates at once (no graceful migration on teardown).
@@ -80,7 +83,9 @@ def member_config(
             "hazelcast.wait.seconds.before.join": 0,
             "hazelcast.max.wait.seconds.before.join": 0,
             "hazelcast.heartbeat.interval.seconds": 1,
-            "hazelcast.max.no.heartbeat.seconds": 4,
+            "hazelcast.max.no.heartbeat.seconds": 3,
+            "hazelcast.socket.connect.timeout.seconds": 2,
+            "hazelcast.mastership.claim.timeout.seconds": 3,
             "hazelcast.merge.first.run.delay.seconds": 2,
             "hazelcast.merge.next.run.delay.seconds": 2,
             "hazelcast.operation.call.timeout.millis": 5000,

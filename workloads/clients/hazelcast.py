@@ -15,8 +15,10 @@ talks through that member only, as Jepsen's clients do: a partition that splits 
 splits the workers with them (the unsafe mode's split brain needs clients on both sides).
 
 Every call waits for the library's future until the op's deadline (acquire: its timeout plus
-half a second; others: `op_timeout_s`), then is `Indeterminate`; an acquire that still succeeds
-later is unlocked at the next call (the worker has given up on it and goes on under a new id).
+half a second; others: `op_timeout_s`), then is `Indeterminate`. The lock is re-entrant, so
+after any call on a lock with an unknown outcome (a release that may not have happened, an
+acquire given up on that may yet be granted), the next acquire of it first lets go of every hold
+this worker may have (`_settle`): otherwise it would be a re-entry, granted the same fence.
 Refusals: the lock held until the timeout, a lock lost with its session, the acquire limit ->
 DefiniteFailure; an operation timeout, a lost connection, the client shutting down ->
 Indeterminate.
@@ -44,6 +46,8 @@ from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, Wor
 log = logging.getLogger(__name__)
 
 INVALID_FENCE = 0
+# The most re-entrant holds a settle lets go of (an acquire, a renew's re-entry, an abandoned one).
+_MAX_HOLDS = 4
 # Errors after which the lock is surely not ours (or the call surely did nothing).
 _NOT_HELD = (hz_errors.IllegalMonitorStateError, hz_errors.LockOwnershipLostError,
              hz_errors.LockAcquireLimitReachedError, hz_errors.WaitKeyCancelledError)
@@ -68,12 +72,16 @@ class HazelcastLockClient:
         start = int(options.get("worker", 0)) % len(endpoints)
         self.op_timeout_s = float(options.get("op_timeout_s", 1.0))
         self._locks: dict[str, FencedLock] = {}
-        self._abandoned: list[tuple[FencedLock, Future[int]]] = []
+        # Locks whose last call's outcome is unknown (this worker may still hold them), and
+        # acquires given up on that may still be granted.
+        self._dirty: set[str] = set()
+        self._pending: dict[str, Future[int]] = {}
         try:
             self.client = HazelcastClient(
                 cluster_name=str(options.get("cluster_name", "dev")),
                 cluster_members=endpoints[start:] + endpoints[:start],
                 smart_routing=False,
+                shuffle_member_list=False,  # its own member first, as `worker` ordered them
                 cluster_connect_timeout=float(options.get("connect_timeout_s", 30.0)),
                 connection_timeout=max(self.op_timeout_s, 1.0),
                 # A lost member is noticed in seconds, and a call that cannot reach the cluster
@@ -111,34 +119,40 @@ class HazelcastLockClient:
         except hz_errors.HazelcastError as e:
             raise Indeterminate(_code(e), f"{what}: {type(e).__name__}: {e}") from None
 
-    def _clean_up(self) -> None:
-        """Unlock the acquires the worker gave up on that were granted after all."""
-        pending = []
-        for lock, fut in self._abandoned:
-            if not fut.done():
-                pending.append((lock, fut))
-                continue
-            try:
-                fence = fut.result()
-            except hz_errors.HazelcastError:
-                continue
-            if fence != INVALID_FENCE:
-                try:
-                    self._wait(lock.unlock(), self.op_timeout_s, "unlock (abandoned)")
-                except (DefiniteFailure, Indeterminate) as e:
-                    log.info("hazelcast: abandoned grant %d: %s", fence, e)
-        self._abandoned = pending
+    def _settle(self, name: str, proxy: FencedLock) -> None:
+        """Before a new acquire of a lock whose last call had an unknown outcome: let go of any
+        hold this worker may still have on it. A FencedLock is re-entrant, so without this an
+        acquire after a release that did not take effect would be granted the same fence again
+        (a re-entry, not a grant). Raises DefiniteFailure("unsettled") when that
+        cannot be done now (nothing was sent for the acquire)."""
+        pending = self._pending.get(name)
+        if pending is not None and not pending.done():
+            raise DefiniteFailure("unsettled", f"{name}: an abandoned acquire is still waiting")
+        self._pending.pop(name, None)
+        try:
+            for _ in range(_MAX_HOLDS):
+                if not self._wait(proxy.is_locked_by_current_thread(), self.op_timeout_s,
+                                  "is_locked_by_current_thread"):
+                    break
+                self._wait(proxy.unlock(), self.op_timeout_s, "unlock (settle)")
+        except DefiniteFailure:
+            pass  # the session that held it is gone: nothing is held
+        except Indeterminate as e:
+            raise DefiniteFailure("unsettled", f"{name}: {e}") from None
+        self._dirty.discard(name)
 
     # -- LockClient
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
-        self._clean_up()
         proxy = self._lock(lock)
+        if lock in self._dirty:
+            self._settle(lock, proxy)
         fut = proxy.try_lock(max(timeout_s, 0.0))
         try:
             fence = self._wait(fut, timeout_s + 0.5, "try_lock")
         except Indeterminate:
-            self._abandoned.append((proxy, fut))
+            self._dirty.add(lock)
+            self._pending[lock] = fut
             raise
         except DefiniteFailure as e:
             raise DefiniteFailure("lock-lost", str(e)) from None
@@ -147,27 +161,29 @@ class HazelcastLockClient:
         return Grant(lock, int(fence), lease_ms, HazelcastHandle(proxy))
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
-        self._clean_up()
         proxy = hazelcast_handle(grant).lock
-        fence = self._wait(proxy.try_lock(0), self.op_timeout_s, "renew")
-        if fence == INVALID_FENCE:
-            raise DefiniteFailure("not-held", f"{grant.lock}: held by another")
-        # Back to the hold count before (none, had this call taken the lock anew).
-        self._wait(proxy.unlock(), self.op_timeout_s, "renew (unlock)")
+        try:
+            fence = self._wait(proxy.try_lock(0), self.op_timeout_s, "renew")
+            if fence == INVALID_FENCE:
+                raise DefiniteFailure("not-held", f"{grant.lock}: held by another")
+            # Back to the hold count before (none, had this call taken the lock anew).
+            self._wait(proxy.unlock(), self.op_timeout_s, "renew (unlock)")
+        except Indeterminate:
+            self._dirty.add(grant.lock)
+            raise
         if fence != grant.token:
             raise DefiniteFailure("not-held", f"{grant.lock}: fence {fence}, not {grant.token}")
         return Grant(grant.lock, grant.token, lease_ms, grant.handle)
 
     def release(self, grant: Grant) -> Mapping[str, Any] | None:
-        self._clean_up()
-        self._wait(hazelcast_handle(grant).lock.unlock(), self.op_timeout_s, "unlock")
+        try:
+            self._wait(hazelcast_handle(grant).lock.unlock(), self.op_timeout_s, "unlock")
+        except Indeterminate:
+            self._dirty.add(grant.lock)
+            raise
         return None
 
     def close(self) -> None:
-        try:
-            self._clean_up()
-        except (DefiniteFailure, Indeterminate) as e:
-            log.debug("hazelcast: close: %s", e)
         self.client.shutdown()
 
 

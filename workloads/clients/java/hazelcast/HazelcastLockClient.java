@@ -7,8 +7,10 @@
 //   release  unlock()
 // Every lock call runs on one thread of its own (a FencedLock belongs to a session and a
 // thread), which the request loop waits for until the op's deadline (acquire: its timeout plus
-// half a second; others: op_timeout_s); past it the reply is `info` and an acquire that still
-// succeeds later is unlocked at once, since the worker has given up on it.
+// half a second; others: op_timeout_s); past it the reply is `info`. The lock is re-entrant, so
+// after a call on a lock with an unknown outcome (a release that may not have happened, an
+// acquire given up on that may yet be granted) the next acquire of it first lets go of every
+// hold this client may have: otherwise it would be a re-entry, granted the same fence again.
 // The client connects to its own member first (FENCECHECK_WORKER picks it) without smart
 // routing, so each worker talks through one member, as Jepsen's clients do: a partition that
 // splits the members splits the workers with them.
@@ -23,8 +25,10 @@ import com.hazelcast.cp.lock.exception.LockOwnershipLostException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -40,6 +44,9 @@ public final class HazelcastLockClient {
     private static final Logger HZ_LOG = Logger.getLogger("com.hazelcast");
     private static final ExecutorService LOCK_THREAD = Executors.newSingleThreadExecutor();
     private static final Map<String, FencedLock> LOCKS = new HashMap<>();
+    // Locks whose last call's outcome is unknown (touched on the lock thread only).
+    private static final Set<String> DIRTY = new HashSet<>();
+    private static final int MAX_HOLDS = 4;
     private static HazelcastInstance client;
     private static long opTimeoutMs;
 
@@ -61,6 +68,7 @@ public final class HazelcastLockClient {
             cfg.setProperty("hazelcast.client.invocation.timeout.seconds",
                 String.valueOf(Math.max(2, (opTimeoutMs + 999) / 1000)));
             cfg.setProperty("hazelcast.phone.home.enabled", "false");
+            cfg.setProperty("hazelcast.client.shuffle.member.list", "false"); // its own first
             client = HazelcastClient.newHazelcastClient(cfg);
         }
         return client;
@@ -71,7 +79,29 @@ public final class HazelcastLockClient {
         return LOCKS.computeIfAbsent(name, n -> client(opts).getCPSubsystem().getLock("fencecheck-" + n));
     }
 
-    private static ObjectNode acquire(FencedLock lock, long timeoutMs, AtomicBoolean abandoned) {
+    // Let go of every hold this client may still have on a lock whose last call's outcome is
+    // unknown; false if that could not be done (then the acquire is not sent).
+    private static boolean settle(String name, FencedLock lock) {
+        try {
+            for (int i = 0; i < MAX_HOLDS && lock.isLockedByCurrentThread(); i++) {
+                lock.unlock();
+            }
+        } catch (IllegalMonitorStateException e) { // incl. a lost session: nothing is held
+            // settled
+        } catch (RuntimeException e) {
+            System.err.println("hazelcast-client: settle " + name + ": " + e);
+            return false;
+        }
+        DIRTY.remove(name);
+        return true;
+    }
+
+    private static ObjectNode acquire(String name, FencedLock lock, long timeoutMs,
+                                      AtomicBoolean abandoned) {
+        if (DIRTY.contains(name) && !settle(name, lock)) {
+            return Stdio.failed("fail", "unsettled");
+        }
+        DIRTY.add(name); // until this call's outcome is known
         long fence;
         try {
             fence = lock.tryLockAndGetFence(timeoutMs, TimeUnit.MILLISECONDS);
@@ -80,17 +110,19 @@ public final class HazelcastLockClient {
         } catch (LockOwnershipLostException e) { // an earlier grant's session is gone: not sent
             return Stdio.failed("fail", "lock-lost");
         }
+        if (abandoned.get()) { // the worker stopped waiting: settled at its next acquire
+            return Stdio.failed("info", "timeout");
+        }
+        DIRTY.remove(name);
         if (fence == FencedLock.INVALID_FENCE) {
             return Stdio.failed("fail", "timeout");
-        }
-        if (abandoned.get()) { // the worker stopped waiting: it must not keep the lock
-            lock.unlock();
         }
         return Stdio.reply("ok").put("token", fence);
     }
 
-    private static ObjectNode renew(FencedLock lock, long token) {
+    private static ObjectNode renew(String name, FencedLock lock, long token) {
         long fence;
+        DIRTY.add(name); // until this call's outcome is known
         try {
             fence = lock.tryLockAndGetFence(0, TimeUnit.MILLISECONDS);
         } catch (IllegalMonitorStateException | LockAcquireLimitReachedException e) {
@@ -100,15 +132,19 @@ public final class HazelcastLockClient {
             return Stdio.failed("fail", "not-held");
         }
         lock.unlock(); // back to the hold count before (or none, if this took it anew)
+        DIRTY.remove(name);
         return fence == token ? Stdio.reply("ok") : Stdio.failed("fail", "not-held");
     }
 
-    private static ObjectNode release(FencedLock lock) {
+    private static ObjectNode release(String name, FencedLock lock) {
+        DIRTY.add(name); // until this call's outcome is known
         try {
             lock.unlock();
         } catch (IllegalMonitorStateException e) { // incl. LockOwnershipLostException
+            DIRTY.remove(name);
             return Stdio.failed("fail", "not-held");
         }
+        DIRTY.remove(name);
         return Stdio.reply("ok");
     }
 
@@ -138,13 +174,14 @@ public final class HazelcastLockClient {
         switch (op) {
             case "acquire":
                 long timeoutMs = req.get("timeout_ms").asLong();
-                return onLockThread(() -> acquire(lock(opts, name), timeoutMs, abandoned),
+                return onLockThread(() -> acquire(name, lock(opts, name), timeoutMs, abandoned),
                     timeoutMs + 500, abandoned);
             case "renew":
                 long token = req.get("token").asLong();
-                return onLockThread(() -> renew(lock(opts, name), token), opTimeoutMs, abandoned);
+                return onLockThread(() -> renew(name, lock(opts, name), token), opTimeoutMs,
+                    abandoned);
             case "release":
-                return onLockThread(() -> release(lock(opts, name)), opTimeoutMs, abandoned);
+                return onLockThread(() -> release(name, lock(opts, name)), opTimeoutMs, abandoned);
             default:
                 return Stdio.failed("fail", "unknown op " + op);
         }
