@@ -1,6 +1,8 @@
-"""HazelcastLockClient (hazelcast-python-client's FencedLock) against a real 3-member cluster
-with the CP Subsystem: fences that grow, refusal while held, renewal past the session TTL, a
-lost session, and a cluster that cannot be reached."""
+"""The FencedLock clients against a real 3-member cluster with the CP Subsystem:
+HazelcastLockClient (hazelcast-python-client): fences that grow, refusal while held, renewal past
+the session TTL, a holder killed (its session expires), a cluster that cannot be reached; and the
+Java client's program (`hazelcast-java`, through the stdio protocol): the same grants, renewal
+and refusals, on the same locks as the Python client."""
 
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ import pytest
 
 from fencecheck.clusters.services.hazelcast import HazelcastService
 from fencecheck.workloads.base import DefiniteFailure, WorkloadError
+from fencecheck.workloads.clients.build import NotBuilt, command
 from fencecheck.workloads.clients.hazelcast import HazelcastHandle, HazelcastLockClient
+from fencecheck.workloads.clients.third_party import ShippedClient
 from tests.backends import hazelcast, net, store_dir
 from tests.workloads.lockchecks import assert_strictly_increasing, take_turns
 
@@ -119,3 +123,50 @@ def test_unreachable_cluster_is_a_workload_error() -> None:
     with pytest.raises(WorkloadError, match="cannot connect"):
         HazelcastLockClient({"endpoints": [f"{net(64)}.99:5701"], "op_timeout_s": 0.5,
                              "cluster_name": "nobody", "connect_timeout_s": 2.0})
+
+
+# -- the Java client's program (workloads/clients/java/hazelcast), through the stdio protocol
+
+
+@pytest.fixture(scope="module")
+def java_clients(hz_cluster: HazelcastService) -> Iterator[list[ShippedClient]]:
+    try:
+        command("hazelcast-java")
+    except NotBuilt as e:
+        pytest.fail(str(e))  # the README's test command builds it: not a skip
+    made = [ShippedClient({"program": "hazelcast-java", "endpoints": hz_cluster.endpoints(),
+                           "op_timeout_s": 2.0, "worker": i, "start_timeout_s": 60.0,
+                           **hz_cluster.client_options()}) for i in range(3)]
+    yield made
+    for c in made:
+        c.close()
+
+
+def test_java_fences_grow_and_a_held_lock_is_refused(java_clients: list[ShippedClient]) -> None:
+    assert_strictly_increasing([g.token for g in take_turns(java_clients, "java", LEASE_MS)])
+    a, b, _ = java_clients
+    g = a.acquire("java-excl", LEASE_MS, 2.0)
+    with pytest.raises(DefiniteFailure) as e:
+        b.acquire("java-excl", LEASE_MS, 0.5)
+    assert e.value.error == "timeout"
+    g = a.renew(g, LEASE_MS)  # a re-entry and an unlock: still held, same fence
+    with pytest.raises(DefiniteFailure):
+        b.acquire("java-excl", LEASE_MS, 0)
+    a.release(g)
+    with pytest.raises(DefiniteFailure) as e2:
+        a.release(g)
+    assert e2.value.error == "not-held"
+    g2 = b.acquire("java-excl", LEASE_MS, 2.0)
+    assert g.token is not None and g2.token is not None and g2.token > g.token
+    b.release(g2)
+
+
+def test_java_and_python_clients_share_one_lock(
+        java_clients: list[ShippedClient], clients: list[HazelcastLockClient]) -> None:
+    g = java_clients[0].acquire("mixed", LEASE_MS, 2.0)
+    with pytest.raises(DefiniteFailure):
+        clients[0].acquire("mixed", LEASE_MS, 0.3)
+    java_clients[0].release(g)
+    g2 = clients[0].acquire("mixed", LEASE_MS, 2.0)
+    assert g.token is not None and g2.token is not None and g2.token > g.token
+    clients[0].release(g2)
