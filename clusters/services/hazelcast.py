@@ -316,6 +316,8 @@ class HazelcastUnsafeService(HazelcastService):
     name = "hazelcast-unsafe"
 
     def __init__(self, nodes: int | None = None,
-                 env_for: Callable[[str], Mapping[str, str]] | None = None,
+                 env_for: Callable[[str], Mapping[str, str]] | None = None, *,
+                 lease_ms: int = 2000, ledger: ProcessLedger | None = None,
                  **kwargs: Any) -> None:
-        super().__init__(nodes, env_for, cp_members=0, **kwargs)
+        super().__init__(nodes, env_for, lease_ms=lease_ms, ledger=ledger, cp_members=0,
+                         **kwargs)
