@@ -22,6 +22,9 @@ BACKEND = BackendDescriptor(
     weight=3,  # three member JVMs
     capabilities=frozenset({PAUSE, KILL, CLOCK}),
     service_args=frozenset({"env_for", "ledger", "lease_ms"}),
+    # netns runs the cached jar (with its CDS archive); docker nodes get a copy of the jar in
+    # the run's store (measured: a run found its violations); ssh is untried.
+    runtimes=frozenset({"netns", "docker"}),
     needs=HAZELCAST_NEEDS,
     version_argv=HAZELCAST_VERSION,
     python_libs=("hazelcast-python-client",),
