@@ -2,20 +2,23 @@
 release `PIN`, copied from Maven Central into the build cache once per machine.
 
 Why 5.4.0, not the newest (5.7.0 on Maven Central): from 5.5.0 the CP Subsystem is an
-Enterprise-only feature (the 5.5.0 release notes' first breaking change). The community jar of
-5.5.0 and later has a stub `CPSubsystem` whose `getLock` throws `UnsupportedOperationException:
-CP subsystem is a licensed feature`, on members and clients alike, with CP members configured or
-not, so its "unsafe mode" is gone too; docs/findings/hazelcast.md has what was run to see it.
+Enterprise-only feature (the 5.5.0 release notes' first breaking change). In the community jar
+of 5.5.0 and later (5.5.0 and 5.7.0 run here) a member configured with CP members refuses to
+start, and without them its stub `CPSubsystem.getLock` throws `UnsupportedOperationException: CP
+subsystem is a licensed feature`, so its "unsafe mode" is gone too (the Java client has the same
+stub); docs/findings/hazelcast.md has what was run to see it.
 5.4.0 is the newest release whose community jar runs both, and the last 5.4 on Maven Central.
 
 `python -m fencecheck.clusters.services.hazelcast_build` (what `scripts/build-clients.sh
 hazelcast` runs) copies the jar into `$FENCECHECK_CLIENT_CACHE` (default
 /var/cache/fencecheck/clients)/hazelcast-<PIN>/ with Maven's dependency plugin (the pinned one
-the JVM clients' builds use), which checks it against Maven Central's checksum. It also dumps a
-class-data-sharing archive of the classes a member loads while it starts (`hazelcast.jsa`,
-made by starting one member alone): members start with it about a third faster
-(clusters/services/hazelcast.py). `jar()` is the jar's path, or `NotBuilt` naming the command
-that builds it (the backends' preflight turns that into exit 3 before a run starts).
+the JVM clients' builds use), which checks it against Maven Central's checksum, with a tiny
+`training.jar` beside it; then into hazelcast-<PIN>-cds/ a class-data-sharing archive of the
+classes a member loads while it starts (`hazelcast.jsa`, dumped by starting one member alone
+with the two jars from their final place, which the archive names). Members that see the cache
+start with it: 1.1-1.3 s of CPU against 2.0-2.3 s without (docs/findings/hazelcast.md). An
+unchanged pin is a no-op. `jar()` is the jar's path, or `NotBuilt` naming the command that
+builds it (the backends' preflight turns that into exit 3 before a run starts).
 """
 
 from __future__ import annotations
