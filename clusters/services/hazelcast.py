@@ -190,9 +190,10 @@ class HazelcastService(NodeDaemons):
         return h if isinstance(h, dict) else None
 
     def wait_ready(self, timeout_s: float, nodes: list[str] | None = None) -> None:
-        """Wait until every member (or those named) is ACTIVE in a cluster of all members."""
+        """Wait until every member (or those named) is ACTIVE in a cluster of all the members
+        that run (a member restarted while another is still killed joins a smaller one)."""
         pending = list(nodes if nodes is not None else self.nodes)
-        want = len(self.nodes)
+        want = len(self.daemons)
         deadline = time.monotonic() + timeout_s
         while pending:
             healths = {n: self.health(n) for n in pending}
@@ -245,7 +246,7 @@ class HazelcastService(NodeDaemons):
         removed = False
         for other in others:
             got = self.rest(other, f"/hazelcast/rest/cp-subsystem/members/{old}/remove",
-                            "POST", auth, timeout_s=10.0)
+                            "POST", auth, timeout_s=5.0)
             if got is not None and got[0] == 200:
                 removed = True
                 break

@@ -2,8 +2,8 @@
 namespaces, short runs, fixed seeds, twins side by side):
 - `hazelcast` (CP Subsystem, 3 CP members), the FencedLock fenced by its fence under pauses
   and partitions, and under kills (a run each: a killed member's restart, as a new CP member in
-  its place, takes most of a 15 s run's faults): nothing found, and the fences of each lock
-  strictly increase;
+  its place, takes most of a 15 s run's faults): nothing found, and the fences strictly
+  increase (a grant that began after another ended has a higher fence; none is given twice);
 - unfenced, holders paused past the CP session TTL: the damage is found;
 - `hazelcast-unsafe` (no CP members) under partitions that split the members, each worker
   talking through its own member: two holders at once (double-grant), the 2017 Jepsen finding
@@ -67,15 +67,18 @@ def granted_tokens(store: Path, name: str) -> dict[str, list[int]]:
 
 def assert_fenced_run_is_valid(store: Path, name: str, code: int, results: dict[str, Any],
                                faults: set[str]) -> None:
-    """Nothing found, the fences judged, every fault in `faults` injected, and each lock's
-    fences strictly increasing in the order of the grants."""
+    """Nothing found, the fences judged (no token-regression: a grant that began after another
+    ended has a higher fence), every fault in `faults` injected, and no fence granted twice.
+    Fences in the order the grants were recorded need not increase: a worker paused right
+    after the group granted its lock records its grant after later ones (seen once in 10 runs)."""
     assert code == 0, kinds(results)
     assert results["checks"]["fencing"].get("skipped") is None  # the fences were judged
+    assert "token-regression" not in kinds(results)
     injected = {e["f"] for e in history(store, name) if e["process"] == "nemesis"}
     assert faults <= injected, injected
     for lock, tokens in granted_tokens(store, name).items():
         assert len(tokens) > 3, (lock, tokens)
-        assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens), (lock, tokens)
+        assert len(set(tokens)) == len(tokens), (lock, tokens)
 
 
 def test_cp_fences_hold_under_pauses_and_partitions_and_unfenced_pauses_are_caught(
