@@ -59,8 +59,11 @@ public final class HazelcastLockClient {
             java.util.Collections.rotate(eps, -(worker % eps.size()));
             ClientConfig cfg = new ClientConfig();
             cfg.setClusterName(opts.path("cluster_name").asText("dev"));
+            // A connection's connect and authentication get 5 s (not an op's timeout): a member
+            // still warming up beside many JVMs took longer than 1 s, and the client then kept
+            // retrying past its program's start-up deadline.
             cfg.getNetworkConfig().setAddresses(eps).setSmartRouting(false)
-                .setConnectionTimeout((int) opTimeoutMs);
+                .setConnectionTimeout((int) Math.max(5000, opTimeoutMs));
             // A lost member is noticed in seconds, not a minute; a call that cannot reach the
             // cluster gives up within the op's deadline rather than retrying for two minutes.
             cfg.setProperty("hazelcast.client.heartbeat.interval", "1000");
