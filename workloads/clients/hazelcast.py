@@ -83,7 +83,7 @@ class HazelcastLockClient:
                 smart_routing=False,
                 shuffle_member_list=False,  # its own member first, as `worker` ordered them
                 cluster_connect_timeout=float(options.get("connect_timeout_s", 30.0)),
-                # connect and authenticate: 5 s, as the Java program (a warming-up member)
+                # connect and authenticate: 5 s, as the Java program's (a member may be warming up)
                 connection_timeout=max(self.op_timeout_s, 5.0),
                 # A lost member is noticed in seconds, and a call that cannot reach the cluster
                 # gives up within about its deadline rather than retrying for two minutes.
