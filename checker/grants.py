@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from fencecheck.checker.base import NEMESIS, Op, OpRef, Process, Violation, op_ref
-from fencecheck.checker.tally import OpTally, WriteColumns, key_columns, sort_ops
+from fencecheck.checker.tally import OpTally, WriteColumns
 
 MAX_REPORTED = 100  # violations listed per check; all are counted in the check's details
 NS_PER_MS = 1_000_000
@@ -178,15 +178,19 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     open_token: dict[tuple[Any, int], list[_Open]] = {}
     last_pl: dict[tuple[Process, Any], int] = {}
     write_grant: dict[int, int] = {}
-    writes: dict[str, list[Op]] = {}  # key -> accepted writes, and the grant of each
-    gids: dict[str, list[int | None]] = {}
+    writes: dict[str, list[Op]] = {}
+    columns: dict[str, WriteColumns] = {}
     granted_before_invoke = False
+    nemesis_ops: list[Op] = []
+    per_f: dict[str, int] = {}  # client ops by f, and those of them not ok by (f, type)
+    not_ok: dict[tuple[str, str], int] = {}
+    processes: set[Process] = set()
+    unfinished: list[Op] = []
     granted_writes: list[Op] = []
+    last_end = rejected = 0
+    last_reads: dict[str, Op] = {}
     steps: list[Op] = []
     no_lock = jobs = acquire_ops = leased = 0
-    # reads, the nemesis and the statistics' counts are sorted out by C-level passes first
-    # (checker.tally): this loop walks the other client ops
-    sort = sort_ops(ops)
 
     def close(g: _Open, at: int | float, by: str) -> None:
         if at < g.held_until:
@@ -207,23 +211,51 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 elif g in same:
                     same.remove(g)
 
-    for op in sort.rest:
+    for op in ops:
         f = op.f
         t = op.type
         p = op.process
+        end = op.end_time
+        if end is None:
+            unfinished.append(op)
+        elif end > last_end:
+            last_end = end
+        if p == NEMESIS:
+            nemesis_ops.append(op)
+            continue
+        # tallied here, where the op is in cache, for checker.analyze.stats
+        per_f[f] = per_f.get(f, 0) + 1
+        processes.add(p)
+        if t != "ok":
+            k = (f, t)
+            not_ok[k] = not_ok.get(k, 0) + 1
+        # reads and writes are most ops: their branches come first and do the least
+        if f == "read":
+            if t == "ok":
+                v = op.value
+                rkey = None if v is None else v.get("key")
+                if type(rkey) is str:
+                    last_reads[rkey] = op
+            continue
         v = op.value
-        if f == "write":  # most of them: the first branch, and the least work
-            if v is None:
-                continue
+        if f == "write":
+            if t == "fail" and op.error == "stale-token":
+                rejected += 1
+        elif (f == "renew" or f == "release") and (
+                (t == "fail" and f == "renew") or (t == "ok" and v is not None and (
+                    "deleted_token" in v or "extended_token" in v or "lease_ttl_s" in v))):
+            steps.append(op)  # what checker.careless indexes: refused renews, ok ones with evidence
+        if v is None:
+            continue
+        if f == "write":
             rkey = v.get("key")
             # a cron job's execution: its value's "job", or a key job:<n> (checker.jobs.job_id);
             # the keys of ok writes without "job" are looked at once each, after the loop
             if "job" in v:
                 jobs += type(v["job"]) is int or _job_key(rkey)
-            elif t != "ok":
-                jobs += _job_key(rkey)
-                continue
-            if t == "ok":
+            elif op.type != "ok" and _job_key(rkey):
+                jobs += 1
+            if op.type == "ok":
                 wlock = v.get("lock")
                 gid = last_pl.get((p, wlock)) if type(wlock) is str else None
                 if gid is not None:
@@ -234,17 +266,15 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 if type(rkey) is str and "job" not in v:
                     kw = writes.get(rkey)
                     if kw is None:
-                        writes[rkey] = [op]
-                        gids[rkey] = [gid]
+                        kw = writes[rkey] = []
+                        cols = columns[rkey] = WriteColumns()
                     else:
-                        kw.append(op)
-                        gids[rkey].append(gid)
-            continue
-        if (f == "renew" or f == "release") and (
-                (t == "fail" and f == "renew") or (t == "ok" and v is not None and (
-                    "deleted_token" in v or "extended_token" in v or "lease_ttl_s" in v))):
-            steps.append(op)  # what checker.careless indexes: refused renews, ok ones with evidence
-        if v is None:
+                        cols = columns[rkey]
+                    kw.append(op)
+                    cols.inv.append(op.time)
+                    cols.ok.append(op.end_time)  # type: ignore[arg-type]  # ok: completed
+                    cols.tokens.append(v.get("token"))
+                    cols.gids.append(gid)
             continue
         if f == "acquire" or f == "release":
             if f == "acquire":
@@ -312,11 +342,10 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
         close(g, INF, "nothing")
     jobs += sum(len(ws) for k, ws in writes.items() if _job_key(k))
     grants = [g for g in done if g is not None]
-    return GrantTable(grants, write_grant, max_drift, writes, sort.last_reads, no_lock, jobs,
-                      acquire_ops, leased, steps, key_columns(writes, gids),
-                      granted_before_invoke, sort.nemesis,
-                      OpTally(sort.per_f, sort.not_ok, sort.processes, sort.unfinished,
-                              granted_writes, sort.last_end, sort.rejected_writes))
+    return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs,
+                      acquire_ops, leased, steps, columns, granted_before_invoke,
+                      nemesis_ops, OpTally(per_f, not_ok, processes, unfinished, granted_writes,
+                                           last_end, rejected))
 
 
 # ---- reporting helpers shared by the checks ----
