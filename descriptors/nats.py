@@ -10,9 +10,9 @@ from fencecheck.descriptors.base import (
     PAUSE,
     UNSYNCED,
     BackendDescriptor,
-    BackendOption,
     ClientDescriptor,
     Need,
+    scenario,
 )
 
 BACKEND = BackendDescriptor(
@@ -23,7 +23,12 @@ BACKEND = BackendDescriptor(
         ClientDescriptor("nats", "fencecheck.workloads.clients.nats:NatsKvClient",
                          library="NATS JetStream KV `create` / `update` at the last revision",
                          dist="nats-py",
-                         token="the lock key's revision at its create"),
+                         token="the lock key's revision at its create",
+                         comparison=(
+                             scenario("none", "must-pass", fencing=None, time_limit_s=10),
+                             scenario("pause", "must-find"),
+                             scenario("pause", "must-pass", fencing=True),
+                         )),
     ),
     token="KV revision",
     nodes=3,
@@ -31,10 +36,8 @@ BACKEND = BackendDescriptor(
     capabilities=frozenset({PAUSE, KILL, UNSYNCED}),
     # lease_ms: the bucket's max_age is every key's lease (clusters/services/nats.py says why
     # not a per-key TTL)
-    service_args=frozenset({"env_for", "ledger", "lease_ms", "options"}),
-    options=(BackendOption("sync_interval", ("default", "always"), "default",
-                           "JetStream's file store: synced every 2 minutes as shipped, or "
-                           "each write before it is acknowledged"),),
+    service_args=frozenset({"env_for", "ledger", "lease_ms"}),
+    options="fencecheck.clusters.services.nats:NatsOptions",
     # The servers run the binary from this machine's build cache, which only the netns
     # runtime's nodes share.
     runtimes=frozenset({"netns"}),
@@ -49,4 +52,5 @@ BACKEND = BackendDescriptor(
         "vDSO, which an LD_PRELOAD shim cannot intercept"
     ),
     preflight="fencecheck.clusters.services.nats_build:binary",
+    server_build="fencecheck.clusters.services.nats_build",
 )

@@ -9,10 +9,10 @@ from fencecheck.descriptors.base import (
     RECONFIG,
     UNSYNCED,
     BackendDescriptor,
-    BackendOption,
     ClientDescriptor,
     Need,
     Program,
+    scenario,
 )
 
 BACKEND = BackendDescriptor(
@@ -26,6 +26,14 @@ BACKEND = BackendDescriptor(
             library="kazoo `Lock`",
             dist="kazoo",
             token="the lock node's czxid",
+            comparison=(
+                scenario("pause", "must-find",
+                         note="the session timeout (ZooKeeper allows 400 ms to 120 s)",
+                         lease_ms=2000, time_limit_s=15),
+                scenario("pause", "must-pass", fencing=True, lease_ms=2000, time_limit_s=15),
+                scenario("clock", "must-pass", lease_ms=2000, time_limit_s=15),
+                scenario("kill", "must-pass", fencing=True, lease_ms=2000, time_limit_s=15),
+            ),
         ),
         ClientDescriptor(
             "zookeeper-election",
@@ -34,7 +42,7 @@ BACKEND = BackendDescriptor(
             dist="kazoo",
             token="the election node's czxid",
         ),
-        # Apache Curator's InterProcessMutex, a program built by scripts/build-clients.sh
+        # Apache Curator's InterProcessMutex, a program built by `fencecheck build`
         ClientDescriptor(
             "curator",
             "fencecheck.workloads.clients.third_party:ShippedClient",
@@ -49,10 +57,8 @@ BACKEND = BackendDescriptor(
     nodes=3,
     weight=2,  # three ZooKeeper JVMs
     capabilities=frozenset({PAUSE, KILL, CLOCK, UNSYNCED, RECONFIG}),
-    service_args=frozenset({"env_for", "ledger", "options"}),
-    options=(BackendOption("forceSync", ("yes", "no"), "yes",
-                           "no: the transaction log is written but not fsynced before a write "
-                           "is acknowledged"),),
+    service_args=frozenset({"env_for", "ledger"}),
+    options="fencecheck.clusters.services.zookeeper:ZookeeperOptions",
     needs=(
         Need("java (ZooKeeper)", binary="java", package="default-jre-headless"),
         Need("zookeeper", path="/usr/share/java/zookeeper.jar", package="zookeeper"),

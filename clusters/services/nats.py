@@ -34,7 +34,9 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from fencecheck.clusters.base import ClusterError, Remote, RemoteError
 from fencecheck.clusters.services import nats_build
@@ -44,6 +46,18 @@ log = logging.getLogger(__name__)
 
 # Debian's 2.9.10: only for the test that shows why the backend does not run it.
 DEBIAN_NATS_SERVER = "/usr/sbin/nats-server"
+SyncInterval = Literal["default", "always"]
+
+
+class NatsOptions(BaseModel):
+    """The nats backend's own options (`--backend-opt`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sync_interval: SyncInterval = Field(
+        default="default",
+        description="default (JetStream's file store synced every 2 minutes, as shipped) or "
+        "always (each write synced before it is acknowledged)")
 BUCKET = "fc-locks"
 
 # One JetStream API request over the NATS text protocol, from the node itself (argv: address,
@@ -116,12 +130,12 @@ class NatsService(NodeDaemons):
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
         binary: str | None = None,
-        options: Mapping[str, str] | None = None,
+        sync_interval: SyncInterval = "default",
     ) -> None:
         if lease_ms <= 0:
             raise ClusterError(f"nats: lease_ms must be > 0, not {lease_ms}")
         self.init_daemons(nodes, env_for, ledger, keep_data)
-        self.sync_interval = (options or {}).get("sync_interval", "default")
+        self.sync_interval = sync_interval
         self._placed: dict[str, Path] = {}
         self.lease_ms = lease_ms
         self.client_port = client_port

@@ -34,7 +34,9 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from fencecheck.clusters.base import ClusterError, Remote, RemoteError
 from fencecheck.clusters.services import zk_admin
@@ -46,6 +48,18 @@ JAVA = "/usr/bin/java"
 CLASSPATH_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 _SERVING = ("leader", "follower", "standalone")
+ForceSync = Literal["yes", "no"]
+
+
+class ZookeeperOptions(BaseModel):
+    """The zookeeper backend's own options (`--backend-opt`), named as in zoo.cfg."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    forceSync: ForceSync = Field(  # zoo.cfg's name
+        default="yes",
+        description="yes (the transaction log fsynced before a write is acknowledged, "
+        "ZooKeeper's default) or no (written, never forced to disk)")
 
 # Sends one four-letter word and prints the answer; argv after the script: address port word.
 # bash's /dev/tcp starts in milliseconds where python3 takes a good fraction of a second on a
@@ -72,12 +86,12 @@ class ZookeeperService(NodeDaemons):
         ready_timeout_s: float = 60.0,
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
-        options: Mapping[str, str] | None = None,
+        forceSync: ForceSync = "yes",  # ZooKeeper's own name, as in --backend-opt
     ) -> None:
         self.init_daemons(nodes, env_for, ledger, keep_data)
-        self.force_sync = (options or {}).get("forceSync", "yes")
-        if self.force_sync not in ("yes", "no"):
-            raise ClusterError(f"zookeeper: forceSync must be yes or no, not {self.force_sync!r}")
+        if forceSync not in ("yes", "no"):
+            raise ClusterError(f"zookeeper: forceSync must be yes or no, not {forceSync!r}")
+        self.force_sync = forceSync
         self._placed: dict[str, Path] = {}
         self._gen: dict[str, int] = {}  # node -> generation of its server (1: the first)
         self._sid: dict[str, int] = {}  # node -> its server's id (myid)
