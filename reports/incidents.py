@@ -157,6 +157,13 @@ def incident_view(incident: Incident, results: Results,
         bar_end = _grant_end(client_ops, next_op, t1) if next_op else t1
         shapes["bars"].append({"x0": sc.x(next_ok), "x1": sc.x(bar_end), "y": y_next,
                                "cls": "lease-next", "label": f"lease, token {nxt.token}"})
+    notice = incident.notice
+    told = None if notice is UNSET else {
+        "x": sc.x(notice.time_ns), "y": y["stale"],
+        "label": f"{notice.reason or 'notice'} at {notice.time_ns / NS:.3f} s"
+                 + ("" if notice.lead_ns is None else
+                    f" ({abs(notice.lead_ns) / 1e6:.0f} ms "
+                    f"{'before' if notice.lead_ns >= 0 else 'after'} the lease's end)")}
     lanes_of = ((stale_p, y["stale"], stale.token),
                 (next_p, y_next, nxt.token if nxt else None))
     damage = _write_arrows(shapes, sc, y["resource"], lanes_of, client_ops, names, lock,
@@ -176,6 +183,7 @@ def incident_view(incident: Incident, results: Results,
         "next_token": nxt.token if nxt else None,
         "fault": _fault_label(fault) if fault else None,
         "damage": damage,
+        "notice": told,
         "links": [{"check": c, "n": card_of.get((c, n)), "kind": v.kind} for c, n, v in vs],
         "width": WIDTH, "height": height, "left": LEFT, "right": WIDTH - RIGHT,
         "lanes": lanes, "axis_y": height - 24,
