@@ -58,8 +58,10 @@ def test_client_go_paused_unfenced_is_caught_and_fenced_by_resource_version_stop
     # once its LeaseDuration has passed, and the old holder writes on waking. The fenced twin
     # runs beside it.
     unfenced, (code, results) = at_once(
+        # the elector's OnStoppedLeading is recorded as a lost-lock notice (notices=work: the
+        # holder keeps working after it, as before)
         lambda: run(tmp_path, "client-go-pause-1", *CLIENT_GO_PAUSE, "--fencing", "off",
-                    "--seed", "1"),
+                    "--seed", "1", "--client-opt", "notices=work"),
         lambda: run(tmp_path, "client-go-fenced", *CLIENT_GO_PAUSE, "--fencing", "on",
                     "--seed", "1"))
     # The fence holds: no stale write, no lost update, tokens only grow. The lock itself may
@@ -76,6 +78,10 @@ def test_client_go_paused_unfenced_is_caught_and_fenced_by_resource_version_stop
         for b in ok:
             if a.end_time is not None and a.end_time < b.time:
                 assert a.get("token") < b.get("token"), (a, b)
+    notices = [o for o in load_ops(tmp_path / "client-go-pause-1" / "latest" / "history.jsonl")
+               if o.f == "notice" and o.ok]
+    assert notices and {o.get("reason") for o in notices} == {"OnStoppedLeading"}
+    assert all(isinstance(o.get("token"), int) for o in notices)
     found_or_retry(tmp_path, "client-go-pause", DAMAGE - {"double-grant"}, unfenced,
                    *CLIENT_GO_PAUSE, "--fencing", "off")
 

@@ -192,10 +192,10 @@ class KubernetesPythonClient:
         term: _Term = grant.handle
         if term.keeper is not None:  # the library renews: wait for its next renewal
             since = time.monotonic_ns()
-            done = term.keeper.renewed_since(since, self.retry_period_s + self.timeout_s)
-            if done is None:
+            got = term.keeper.renewed_since(since, term.keeper.patience_s(self.timeout_s))
+            if got == "unknown":
                 raise Indeterminate("timeout", f"{grant.lock}: no renewal by the library's loop")
-            if not done:
+            if got == "stopped":
                 raise DefiniteFailure("not-leader", f"{grant.lock}: the library stopped leading")
             return Grant(grant.lock, grant.token, lease_ms, term)
         if self._step(term, "renew") is None:
