@@ -140,7 +140,8 @@ def _io_traces(
         if not group:
             continue
         size = 12 if f == "notice" else 6 if cls in ("ok", "accepted") else 9
-        traces.append(_markers(f"{f} {cls}", group, lanes, style[0], style[1], size, big))
+        name = "lost-lock notice" if f == "notice" else f"{f} {cls}"
+        traces.append(_markers(name, group, lanes, style[0], style[1], size, big))
     return traces, marks
 
 
