@@ -228,7 +228,7 @@ def _brute(ops: list[Op]) -> tuple[set[int], dict[int, int | None]]:
     return broke, leads
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(ops=histories())
 def test_the_check_matches_brute_force(ops: list[Op]) -> None:
     r = notices(ops)
