@@ -1,5 +1,5 @@
 """The history event, the one owner of its shape: a worker's or the nemesis's log line (`Event`)
-and a history.jsonl line (`Line`: the same event with its `index`), DESIGN.md's history format.
+and a history.jsonl line (`Line`: the same event with its `index`), docs/history-format.md.
 
 - `Line`: `index` and `time` integers >= 0 (ns since the run started, on the controller host's
   monotonic clock), `process` an integer or "nemesis", `type` one of invoke, ok, fail, info, `f`
@@ -37,7 +37,7 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from fencecheck.records.base import RecordError
+from fencecheck.records.base import DOCS, RecordError
 
 HISTORY_FORMAT: Final = 1
 FINAL_READ_PROCESS_BASE: Final = 1_000_000
@@ -247,8 +247,10 @@ def schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of one history.jsonl line, generated from `Line`."""
     s: dict[str, Any] = msgspec.json.schema(Line)
     s["$defs"]["Line"]["description"] = (
-        "One line of history.jsonl (fencecheck DESIGN.md, History format). Times are integer ns "
-        "since the run started.")
+        "One line of a fencecheck history (history.jsonl): an operation's invoke or completion "
+        "(ok: it happened; fail: it surely did not; info: unknown) by a client process or the "
+        "nemesis. Times are integer ns since the run started. The format: "
+        f"{DOCS}/history-format.md")
     s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     s["title"] = "fencecheck history line"
     return s

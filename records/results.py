@@ -1,4 +1,4 @@
-"""results.json: the verdict on one history (DESIGN.md, Checks), and the contract other tools
+"""results.json: the verdict on one history (docs/checks.md), and the contract other tools
 read. Times are integer ns since the run started; every time field's name ends in _ns.
 
 A check and a violation carry more than their common fields: what each check measured (a
@@ -26,6 +26,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from fencecheck.records.base import (
+    DOCS,
     RecordError,
     RecordFile,
     convert,
@@ -267,8 +268,10 @@ def schema() -> dict[str, Any]:
     """Generated from the record; checks and violations allow their extra fields beside the
     common ones (the `extra` of the record is not a field of the file)."""
     s = schema_of(Results, "fencecheck results.json",
-                  "The verdict on one history (fencecheck DESIGN.md, Checks). Times are integer "
-                  "ns since the run started; every time field's name ends in _ns.")
+                  "The verdict of fencecheck's checks on one history: valid, invalid or "
+                  "unknown, each check's violations, and the incidents they group into. Times "
+                  "are integer ns since the run started; every time field's name ends in _ns. "
+                  f"The checks: {DOCS}/checks.md")
     for name in ("Check", "Violation"):
         d = s["$defs"][name]
         d["properties"].pop("extra", None)

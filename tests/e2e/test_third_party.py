@@ -133,6 +133,6 @@ def test_a_client_that_is_not_built_says_how_to_build_it(tmp_path: Path) -> None
                        "etcd-go", timeout=60,
                        env={**os.environ, "FENCECHECK_CLIENT_CACHE": str(tmp_path / "empty")})
     assert r.returncode == 3, r.stdout + r.stderr
-    assert "bash scripts/build-clients.sh etcd-go" in r.stderr.replace("\n", "")
+    assert "build it with: fencecheck build etcd-go" in r.stderr.replace("\n", "")
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "store").exists() or not any((tmp_path / "store").iterdir())
