@@ -42,7 +42,7 @@ def wake_delays(run_dir: Path) -> list[int]:
     for op in sorted(ops, key=lambda o: o.time):
         if op.f == "stop-pause" and op.ok and isinstance(op.value, dict):
             for node in op.value.get("resumed", []):
-                woke[str(node)] = op.end_time or op.time
+                woke[str(node)] = op.time  # SIGCONT goes out between invoke and ok
         elif op.f == "notice" and op.ok:
             node = names.node(op.process)
             if node in woke and (node, woke[node]) not in told:
