@@ -114,6 +114,7 @@ class WorkerConfig:
             raise WorkloadError("lease_ms and op_timeout_s must be > 0, writes_per_section >= 0")
         if not self.workload or not isinstance(self.options, dict):
             raise WorkloadError("workload must be named, options must be an object")
+        workload_class(self.workload)  # a workload no descriptor declares: WorkloadError
 
     @classmethod
     def load(cls, path: str | Path) -> WorkerConfig:
