@@ -210,6 +210,25 @@ def _undo_veth(rec: Mapping[str, Any]) -> str | None:
     return f"veth {rec['name']}" if res.returncode == 0 else None
 
 
+# Leftovers a run may leave without a record that names them (made before its ledger, or its
+# ledger lost with a deleted store), each kind found by the name rule of the module that makes
+# it: `find()` gives the run ids it sees on the machine, `sweep(run_id)` removes that run's and
+# returns what it removed. e.g. the lose-unsynced FUSE mounts (clusters/faults/unsynced_ctl.py).
+FindFn = Callable[[], "set[str]"]
+SweepFn = Callable[[str], "list[str]"]
+_LEFTOVERS: dict[str, tuple[FindFn, SweepFn]] = {}
+
+
+def register_leftovers(kind: str, find: FindFn, sweep: SweepFn) -> None:
+    """Teach the cleaner to find and remove a kind of leftover by its name rule."""
+    _LEFTOVERS[kind] = (find, sweep)
+
+
+def leftover_runs() -> set[str]:
+    """Run ids that some registered kind of leftover on this machine names."""
+    return {run for find, _ in _LEFTOVERS.values() for run in find()}
+
+
 register_undo("netns", _undo_netns)
 register_undo("process", _undo_process)
 register_undo("chain", _undo_chain)
@@ -280,6 +299,11 @@ def teardown_run(run_id: str, index: Path = RUN_INDEX) -> list[str]:
         removed += [f"netns {n} (by name)" for n in delete_netns(run_namespaces(run_id))]
     except ClusterError as e:
         errors.append(str(e))
+    for kind, (_, sweep) in _LEFTOVERS.items():  # and what the name rules find (a lost ledger)
+        try:
+            removed += sweep(run_id)
+        except Exception as e:  # gathered, like the records' undo
+            errors.append(f"{kind} of run {run_id}: {e}")
     if errors:
         raise TeardownError(errors)
     with contextlib.suppress(FileNotFoundError):
@@ -313,7 +337,8 @@ def teardown_all(
     index: Path = RUN_INDEX, *, orphans: bool = True, force: bool = False
 ) -> list[str]:
     """Tear down every run in the index and, with `orphans`, every namespace whose name
-    matches our scheme (fc-<run>-<node>) though its run is not in the index. A run whose
+    matches our scheme (fc-<run>-<node>) though its run is not in the index, and the runs that
+    registered leftovers name (`register_leftovers`). A run whose
     owner process is still alive is someone's live test: it is skipped unless `force`."""
     errors: list[str] = []
     removed: list[str] = []
@@ -323,6 +348,8 @@ def teardown_all(
             m = NETNS_NAME_RE.match(name)
             if m:
                 runs.add(m.group(1))
+    if orphans:
+        runs |= leftover_runs()
     for run in sorted(runs):
         owner = None if force else live_owner(run, index)
         if owner is not None:

@@ -53,7 +53,8 @@ class UnsyncedMounts:
             self.ledger.record(ctl.MOUNT_KIND, lay.fsname, node=node,
                                mountpoint=str(lay.mountpoint.resolve()))
         proc = ctl.start(lay.mountpoint, lay.backing, lay.control, lay.fsname,
-                         log_path=lay.root / "fs.log", names=self.names)
+                         log_path=lay.root / "fs.log", names=self.names, timeout_s=60,
+                         env=self.ledger.env() if self.ledger is not None else None)
         self.procs[node] = proc
         if self.ledger is not None:
             self.ledger.record_process(node, "unsynced-fs", proc.pid)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fencecheck.clusters.base import ClusterError
-from fencecheck.clusters.cleaner import register_undo
+from fencecheck.clusters.cleaner import register_leftovers, register_undo
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +138,11 @@ def sync(control: Path, timeout_s: float = 10.0) -> dict[str, Any]:
 
 def start(mountpoint: Path, backing: Path, control: Path, name: str,
           timeout_s: float = 10.0, log_path: Path | None = None,
-          names: str = "posix") -> subprocess.Popen[bytes]:
+          names: str = "posix", env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start the file system and wait until it answers `status` (it is mounted by then).
-    A dead mount left at the mountpoint by a killed instance is detached first."""
+    A dead mount left at the mountpoint by a killed instance is detached first. `env` is added
+    to the process's environment (the run's ledger marker: the cleaner finds it by that even if
+    its controller died before recording its pid)."""
     if mounted(mountpoint):
         lazy_unmount(mountpoint)
     mountpoint.mkdir(parents=True, exist_ok=True)
@@ -153,7 +155,8 @@ def start(mountpoint: Path, backing: Path, control: Path, name: str,
         # process group must not unmount the data under servers still running; it is stopped
         # after them.
         proc = subprocess.Popen(argv(mountpoint, backing, control, name, names),
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **(env or {})})
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
@@ -235,4 +238,21 @@ def undo_mount(rec: Mapping[str, Any]) -> str | None:
     return f"unsynced mount {rec['name']} at {mountpoint}"
 
 
+def mounted_runs() -> set[str]:
+    """The run ids of every lose-unsynced mount on this machine (the naming rule's source
+    `fencecheck-<run>-<node>`), dead mounts included."""
+    return {src.split("-", 2)[1] for src, _ in mounts() if src.count("-") >= 2}
+
+
+def sweep_run(run_id: str) -> list[str]:
+    """Detach every mount of run `run_id` the naming rule finds, recorded or not (a run whose
+    ledger went with its store, or that died between its record and its mount)."""
+    removed = []
+    for src, mountpoint in mounts(f"{fsname(run_id, '')}"):
+        lazy_unmount(mountpoint)
+        removed.append(f"unsynced mount {src} at {mountpoint} (by name)")
+    return removed
+
+
 register_undo(MOUNT_KIND, undo_mount)
+register_leftovers(MOUNT_KIND, mounted_runs, sweep_run)
