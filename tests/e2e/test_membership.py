@@ -58,13 +58,30 @@ def _fenced_and_unharmed(store: Path, name: str, code: int, results: dict[str, A
     evs = events(store, name)
     for lock, tokens in granted_tokens(evs).items():  # strictly increasing, grant by grant
         assert all(a < b for a, b in itertools.pairwise(tokens)), (lock, tokens)
-    removed, added = changes(evs)
-    real = [r for r in removed if "removed" in r]
-    assert real, f"{name}: no member was removed: {removed}"
-    for r in real:  # a fresh member (a new id) on the node that lost one, all nodes back
-        fresh = next(a["added"][r["removed"]] for a in added if r["removed"] in a["added"])
+    pairs = removals_and_their_additions(evs)
+    assert pairs, f"{name}: no member was removed: {changes(evs)[0]}"
+    for r, fresh in pairs:  # a fresh member (a new id) on the node that lost one, all back
+        assert fresh is not None, f"{name}: {r['removed']} was not added back: {r}"
         assert fresh["member"] != r["member"], (r, fresh)
         assert fresh["members"] == ["n1", "n2", "n3"], fresh
+
+
+def removals_and_their_additions(
+        evs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Each completed removal with the member added on its node after it (a node can lose its
+    member more than once in a run: each removal pairs with the next addition there)."""
+    done = sorted((e for e in evs if e["process"] == "nemesis" and e["type"] == "ok"),
+                  key=lambda e: e["time"])
+    out: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    for i, e in enumerate(done):
+        if e["f"] != "start-membership" or "removed" not in e["value"]:
+            continue
+        node = e["value"]["removed"]
+        fresh = next((a["value"]["added"][node] for a in done[i + 1:]
+                      if a["f"] == "stop-membership" and node in a["value"].get("added", {})),
+                     None)
+        out.append((e["value"], fresh))
+    return out
 
 
 def test_etcd_and_zookeeper_fenced_through_membership_changes_find_nothing(
