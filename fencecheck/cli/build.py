@@ -77,7 +77,27 @@ def recipes() -> dict[str, Recipe]:
     return out
 
 
+def _version_recipe(name: str) -> Recipe | None:
+    """NAME@VERSION: a shipped client built against another release of its pinned dependency
+    (its descriptor's Program.versions), built only when named."""
+    from fencecheck.workloads.base import WorkloadError
+    from fencecheck.workloads.clients import build as clients
+
+    base, _, version = name.partition("@")
+    try:
+        if not version or clients.version_build(base, version) != name:
+            return None
+        b = clients._get(name)
+    except WorkloadError:
+        return None
+    return Recipe(name, "client", b.toolchain, str(clients.HERE / b.source),
+                  functools.partial(clients.build_dir, name), b.steps,
+                  functools.partial(clients.build, name), f"client {base}, version {version}")
+
+
 def _pick(names: list[str], known: dict[str, Recipe]) -> list[Recipe]:
+    known = {**known, **{n: r for n in names if n not in known
+                         if (r := _version_recipe(n)) is not None}}
     unknown = [n for n in names if n not in known]
     if unknown:
         err.print(f"[bold red]error:[/] fencecheck build: unknown {', '.join(map(shown, unknown))}"

@@ -74,6 +74,7 @@ def run(
     nodes: Annotated[int | None, typer.Option(help="server nodes (default per backend)")] = None,
     persistence: Annotated[str, typer.Option(help="redis: off, everysec, always")] = "off",
     pause_target: Annotated[str, typer.Option(help="holder, random or server")] = "holder",
+    pause_delay: Annotated[str | None, typer.Option(help="seconds after the fresh grant a holder pause starts, LOW,HIGH, drawn uniformly (default 0: at once)")] = None,
     think_ms: Annotated[float, typer.Option(help="think time inside the critical section")] = 20.0,
     writes: Annotated[int, typer.Option("--writes", help="read/write rounds per critical section")] = 3,
     locks: Annotated[int, typer.Option(help="number of locks (each with its counter)")] = 1,
@@ -108,9 +109,8 @@ def run(
     try:
         cfg = make_config(
             backend=backend, client=client, client_cmd=client_cmd, resource=resource,
-            workload=workload,
-            client_options=_options(client_opt or [], "--client-opt"),
-            idempotent=idempotent,
+            workload=workload, client_options=_options(client_opt or [], "--client-opt"),
+            idempotent=idempotent, pause_delay_s=_pair(pause_delay, "--pause-delay"),
             nemesis=tuple(x.strip() for x in nemesis.split(",") if x.strip()),
             fencing=fencing == "on", time_limit_s=time_limit, concurrency=concurrency,
             lease_ms=lease_ms, seed=seed, store=store, name=name, nodes=nodes,

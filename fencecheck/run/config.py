@@ -68,6 +68,10 @@ class RunConfig(BaseModel):
     op_timeout_s: float = Field(1.0, gt=0)
     renew: bool = False
     pause_target: PauseTarget = "holder"
+    # how long after the fresh grant it waited for a holder-aware fault starts, drawn uniformly
+    # (0, 0: at once, as soon as the grant is seen; client-go's renew period: a random moment
+    # of it, issue 29)
+    pause_delay_s: tuple[float, float] = (0.0, 0.0)
     nemesis_interval_s: tuple[float, float] = (1.0, 3.0)
     fault_duration_s: tuple[float, float] | None = None
     max_drift: float = Field(0.01, ge=0, lt=1)
@@ -130,6 +134,13 @@ class RunConfig(BaseModel):
     def _range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
         if v is not None and not (0 < v[0] <= v[1]):
             raise ValueError("must be two numbers 0 < low <= high")
+        return v
+
+    @field_validator("pause_delay_s")
+    @classmethod
+    def _delay(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not (0 <= v[0] <= v[1]):
+            raise ValueError("must be two numbers 0 <= low <= high")
         return v
 
     @model_validator(mode="after")

@@ -62,10 +62,12 @@ def _maven_javac(d: Path, main: str, shared: tuple[str, ...]) -> list[list[str]]
     return [MAVEN_COPY, _javac(d, str(d / "lib" / "*"), main, shared)]
 
 
-def _go_build(d: Path, binary: str) -> list[list[str]]:
+def _go_build(d: Path, binary: str, moved: tuple[str, ...] = ()) -> list[list[str]]:
     # go.mod's replace names the library where it is in the source tree (../stdio beside a
-    # nested client); in the build folder it is ./stdio.
-    return [["go", "mod", "edit", "-replace=fencecheck/stdio=./stdio"],
+    # nested client); in the build folder it is ./stdio. `moved`: module@version requirements
+    # of a version build, set (and go.sum completed) before the build.
+    at = [["go", "get", *moved], ["go", "mod", "tidy"]] if moved else []
+    return [["go", "mod", "edit", "-replace=fencecheck/stdio=./stdio"], *at,
             ["go", "build", "-mod=readonly", "-trimpath", "-o", str(d / binary), "."]]
 
 
@@ -148,6 +150,36 @@ def _builds() -> dict[str, ClientBuild]:
     return {n: client_build(n, p) for n, p in programs().items()}
 
 
+def version_build(name: str, version: str | None) -> str:
+    """The build a client runs with the client option `version`: `name` itself for none (or
+    the pinned one), else `name@version`, one of its program's `versions` (WorkloadError
+    naming them otherwise)."""
+    if version is None:
+        return name
+    program = programs().get(name)
+    pin = pinned(name)
+    if program is None or (pin is not None and pin.split()[-1] == version):
+        return name
+    if version not in program.versions:
+        known = ", ".join(program.versions) or "none but the pinned one"
+        raise WorkloadError(f"client {name}: option version={version!r}: no build of that "
+                            f"version (known: {known})")
+    return f"{name}@{version}"
+
+
+@memo
+def _variant(name: str, version: str) -> ClientBuild:
+    """The build of `name` against another release of its pinned dependency."""
+    program = programs()[name]
+    if program.build != "go" or program.pins is None:
+        raise WorkloadError(f"client {name}: only a go program builds other versions")
+    moved = tuple(f"{m}@{version}" for m in (program.pins[0], *program.moves_with))
+    return ClientBuild(f"{name}@{version}", program.source,
+                       lambda d: _go_build(d, program.entry, moved),
+                       lambda d: [str(d / program.entry)], "go build v2 " + " ".join(moved),
+                       (GO_STDIO,), "go")
+
+
 def __getattr__(name: str) -> Any:
     # BUILDS is derived from the descriptors when first asked for (importing this module must
     # not load plugins: a broken one is reported where the catalog is read).
@@ -212,6 +244,10 @@ def build_dir(name: str) -> Path:
 
 def _get(name: str) -> ClientBuild:
     builds = _builds()
+    if "@" in name:  # a version build: NAME@VERSION
+        base, version = name.split("@", 1)
+        if version_build(base, version) == name:
+            return _variant(base, version)
     try:
         return builds[name]
     except KeyError:
