@@ -91,7 +91,7 @@ def run(
     ssh_accept_unknown: Annotated[bool, typer.Option(help="ssh runtime: accept unknown host keys (insecure)")] = False,
     known_hosts: Annotated[Path | None, typer.Option(help="ssh runtime: known_hosts file to verify against")] = None,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML file")] = None,
-    replay: Annotated[Path | None, typer.Option(help="rerun this run directory's configuration with exactly its fault schedule (other options but --store are ignored)")] = None,
+    replay: Annotated[Path | None, typer.Option(help="rerun this run directory's (or a shipped finding's, examples/findings/NAME) configuration with exactly its fault schedule (other options but --store are ignored)")] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log to stderr")] = False,
 ) -> None:
     """Run one test end to end and check it."""
@@ -123,9 +123,7 @@ def run(
             ssh_accept_unknown=ssh_accept_unknown, known_hosts=known_hosts,
         )
         if replay is not None:
-            from fencecheck.nemesis.replay import replay_config
-
-            cfg = replay_config(replay, store)
+            cfg = _replayed(replay, store)
         _preflight(cfg)
         with ProgressLine(err) as line:
             outcome = run_test(cfg, line.update)
@@ -156,6 +154,18 @@ def _as_option(e: ConfigError) -> str:
         if name in options and options[name].startswith("--"):
             return text.replace(f": {e.field}:", f": {options[name]}:", 1)
     return text
+
+
+def _replayed(folder: Path, store: Path) -> RunConfig:
+    """The replayed configuration; says which versions the recording had that differ here."""
+    from fencecheck.nemesis.replay import drift, recorded_versions, replay_config
+
+    cfg = replay_config(folder, store)
+    differ = drift(cfg, recorded_versions(folder))
+    if differ:
+        err.print(f"[yellow]note:[/] {folder} was recorded on other versions than these "
+                  f"({'; '.join(differ)}): a replay that finds nothing may be the change")
+    return cfg
 
 
 def _preflight(cfg: RunConfig) -> None:

@@ -62,13 +62,23 @@ def _maven_javac(d: Path, main: str, shared: tuple[str, ...]) -> list[list[str]]
     return [MAVEN_COPY, _javac(d, str(d / "lib" / "*"), main, shared)]
 
 
-def _go_build(d: Path, binary: str, moved: tuple[str, ...] = ()) -> list[list[str]]:
+def _go_build(d: Path, binary: str, moved: tuple[str, ...] = (),
+              indirect: tuple[str, ...] = ()) -> list[list[str]]:
     # go.mod's replace names the library where it is in the source tree (../stdio beside a
     # nested client); in the build folder it is ./stdio. `moved`: module@version requirements
-    # of a version build, set (and go.sum completed) before the build.
-    at = [["go", "get", *moved], ["go", "mod", "tidy"]] if moved else []
+    # of a version build, set (and go.sum completed) before the build, after dropping the
+    # pinned release's indirect requirements (`indirect`), which would hold the older release's
+    # dependencies at versions it cannot build with.
+    drop = [["go", "mod", "edit", *(f"-droprequire={m}" for m in indirect)]] if indirect else []
+    at = [*drop, ["go", "get", *moved], ["go", "mod", "tidy"]] if moved else []
     return [["go", "mod", "edit", "-replace=fencecheck/stdio=./stdio"], *at,
             ["go", "build", "-mod=readonly", "-trimpath", "-o", str(d / binary), "."]]
+
+
+def _indirect(source: str) -> tuple[str, ...]:
+    """The indirect requirements of a go program's go.mod."""
+    text = (HERE / source / "go.mod").read_text()
+    return tuple(re.findall(r"^\s*(\S+)\s+v\S+\s+//\s*indirect\s*$", text, re.M))
 
 
 def _java_run(d: Path) -> list[str]:
@@ -174,8 +184,9 @@ def _variant(name: str, version: str) -> ClientBuild:
     if program.build != "go" or program.pins is None:
         raise WorkloadError(f"client {name}: only a go program builds other versions")
     moved = tuple(f"{m}@{version}" for m in (program.pins[0], *program.moves_with))
+    indirect = _indirect(program.source)
     return ClientBuild(f"{name}@{version}", program.source,
-                       lambda d: _go_build(d, program.entry, moved),
+                       lambda d: _go_build(d, program.entry, moved, indirect),
                        lambda d: [str(d / program.entry)], "go build v2 " + " ".join(moved),
                        (GO_STDIO,), "go")
 
