@@ -5,9 +5,9 @@ and records it; `run --replay` and `shrink` read it back).
 (not `format_version`, as the files were before the other records had one) and every field of a
 step but `drawn_hold_s`, which came later and is written only where a hold ended early (absent:
 the hold drawn was the one played, None), and `delay_s`, written only where a fault started a
-drawn delay after its fresh grant (`--pause-delay`; absent: at once). A step's `value` is what
-its targets were when recorded, JSON as the fault gave it. Which roles and faults are valid is
-the schedule's to judge (a role the faults know, a fault the run has), not this record's.
+drawn delay after its fresh grant (the fault's `delay_s`, `--pause-delay`; absent: at once). A
+step's `value` is what its targets were when recorded, JSON as the fault gave it. Which roles and
+faults are valid is the schedule's to judge (a role the faults know, a fault the run has), not this record's.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Step(msgspec.Struct, frozen=True):
     value: Any = None
     waited: bool = False  # started only once a fresh grant came (or 3 s passed)
     drawn_hold_s: Seconds | None = None
-    # how long after that fresh grant it started (--pause-delay); absent: at once
+    # how long after that fresh grant it started (delay_s, --pause-delay); absent: at once
     delay_s: Seconds | None = None
 
 

@@ -187,15 +187,29 @@ def check(
 @app.command()
 def schema(
     name: Annotated[str, typer.Argument(help="results (results.json), test (test.json), matrix "
-                                             "(matrix.json) or history (one line of "
-                                             "history.jsonl)")],
+                                             "(matrix.json), schedule (schedule.json), shard "
+                                             "(shard.json), history "
+                                             "(one line of history.jsonl) or config (a run's "
+                                             "configuration, test.json's `config`, with every "
+                                             "backend's, client's, resource's, runtime's, "
+                                             "workload's and fault's options)")],
 ) -> None:
-    """Print the JSON Schema of results.json, test.json, matrix.json or a history line."""
+    """Print the JSON Schema of results.json, test.json, matrix.json, schedule.json,
+    shard.json, a history line or a run's configuration."""
     from fencecheck.checker.schemas import NAMES
     from fencecheck.checker.schemas import schema as get
 
+    if name == "config":
+        from fencecheck.run.config import config_schema
+
+        try:
+            doc = config_schema()
+        except CatalogError as e:
+            fail(str(e))
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
     if name not in NAMES:
-        fail(f"schema: unknown name {name!r} (one of {', '.join(NAMES)})")
+        fail(f"schema: unknown name {name!r} (one of {', '.join((*NAMES, 'config'))})")
     sys.stdout.write(json.dumps(get(name), indent=2) + "\n")
 
 

@@ -45,6 +45,7 @@ LAZY: dict[str, str] = {
     "serve": "fencecheck.cli.reports",
     "matrix": "fencecheck.cli.matrix",
     "merge": "fencecheck.cli.matrix",
+    "libraries": "fencecheck.cli.matrix",
     "shrink": "fencecheck.cli.shrink",
     "plugins": "fencecheck.cli.plugins",
     "build": "fencecheck.cli.build",

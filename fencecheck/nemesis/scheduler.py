@@ -58,7 +58,7 @@ class SeededSchedule:
         return self.rng.choice(self.faults)
 
     def waits(self, fault: str) -> bool:
-        return self.cfg.pause_target == "holder" and self.table[fault].waits_for_grant
+        return self.cfg.fault_target(fault) == "holder" and self.table[fault].waits_for_grant
 
     def ends_early(self, fault: str) -> bool:
         """Whether a start of `fault` on the fresh holder may end once its successor is seen: a
@@ -68,10 +68,10 @@ class SeededSchedule:
     def drawn(self) -> float | None:
         return None
 
-    def delay(self) -> float:
-        """How long after its fresh grant a holder-aware fault starts (--pause-delay); drawn
-        only when the range is not (0, 0), so a seed without it keeps its schedule."""
-        lo, hi = self.cfg.pause_delay_s
+    def delay(self, fault: str) -> float:
+        """How long after its fresh grant a holder-aware fault starts (`delay_s`); drawn only
+        when the range is not (0, 0), so a seed without it keeps its schedule."""
+        lo, hi = self.cfg.fault_delay_s(fault)
         return self.rng.uniform(lo, hi) if hi > 0 else 0.0
 
     def value(self, drawn: Any) -> Any:
@@ -108,7 +108,7 @@ class ReplayedSchedule:
     def drawn(self) -> float | None:
         return self.steps[self.i].drawn_hold_s
 
-    def delay(self) -> float:
+    def delay(self, fault: str) -> float:
         return self.steps[self.i].delay_s or 0.0
 
     def value(self, drawn: Any) -> Any:
@@ -239,7 +239,7 @@ class Scheduler:
         if self.pending is not None and (seen.fresh or now >= self.pending[1]):
             fault, self.pending = self.pending[0], None
             fresh = seen.fresh[-1] if seen.fresh else None
-            delay = sched.delay() if fresh is not None else 0.0
+            delay = sched.delay(fault) if fresh is not None else 0.0
             if delay > 0 and fresh is not None:  # at this grant's holder, a drawn moment later
                 self.delayed = (fault, fresh, now + delay, delay)
             else:

@@ -37,14 +37,9 @@ def __getattr__(name: str) -> Any:
         return {b.name: b.service for b in catalog.backends().values()}
     if name == "CLIENTS":
         return {b.name: b.client_names for b in catalog.backends().values()}
+    if name == "RUNTIMES":
+        return {r.name: r.factory for r in catalog.runtimes().values()}
     raise AttributeError(name)
-
-
-RUNTIMES: dict[str, str] = {
-    "netns": "fencecheck.clusters.runtimes.netns:NetnsRuntime",
-    "docker": "fencecheck.clusters.runtimes.docker:DockerRuntime",
-    "ssh": "fencecheck.clusters.runtimes.ssh:SshRuntime",
-}
 
 
 def descriptor(cfg: RunConfig) -> BackendDescriptor:
@@ -56,15 +51,14 @@ def resource_descriptor(cfg: RunConfig) -> ResourceDescriptor:
 
 
 def make_runtime(cfg: RunConfig, run_id: str, run_dir: Any) -> Any:
-    """The runtime of cfg.runtime. Every runtime takes (run_id, run directory, subnet) and the ssh
-    one also its connection options; each exposes `setup`, `teardown` and `ledger`."""
-    cls = _load(RUNTIMES[cfg.runtime])
-    if cfg.runtime == "ssh":
-        return cls(run_id, run_dir, hosts=list(cfg.hosts), user=cfg.ssh_user,
-                   key=cfg.ssh_key, port=cfg.ssh_port, sudo=cfg.sudo,
-                   accept_unknown=cfg.ssh_accept_unknown, known_hosts=cfg.known_hosts,
-                   local_nodes=(RESOURCE_NODE,))  # the resource runs on the controller
-    return cls(run_id, run_dir, cfg.subnet)
+    """The runtime of cfg.runtime, built with (run_id, run directory, **its options), and
+    `local_nodes` where its descriptor runs the resource on this host; each exposes `setup`,
+    `teardown` and `ledger`."""
+    d = catalog.runtimes()[cfg.runtime]
+    kwargs = cfg.settings("runtime")
+    if d.local_resource:
+        kwargs["local_nodes"] = (RESOURCE_NODE,)
+    return _load(d.factory)(run_id, run_dir, **kwargs)
 
 
 def weight(cfg: RunConfig) -> int:
@@ -107,7 +101,7 @@ def check_installed(cfg: RunConfig) -> None:
     b = descriptor(cfg)
     r = resource_descriptor(cfg)
     table = fault_table()
-    parts = [(f"--runtime {cfg.runtime}", RUNTIMES[cfg.runtime]),
+    parts = [(f"--runtime {cfg.runtime}", catalog.runtimes()[cfg.runtime].factory),
              (f"backend {b.name}", b.service), (f"resource {r.name}", r.spec),
              (f"resource {r.name}", r.starter),
              *((f"nemesis {n}", table[n].factory) for n in cfg.faults if n in table)]
@@ -188,16 +182,16 @@ def check_compatible(cfg: RunConfig) -> None:
 
 
 def make_service(cfg: RunConfig, env_for: Any = None, ledger: Any = None) -> LockService:
-    """The backend's LockService, given only the keyword arguments its descriptor declares."""
+    """The backend's LockService, built with its own options (`--backend-opt`) and those of
+    the run's keyword arguments its descriptor declares (`service_args`)."""
     b = descriptor(cfg)
     cls = _load(b.service)
-    offered: dict[str, Any] = {"persistence": cfg.persistence, "env_for": env_for,
-                               "ledger": ledger, "lease_ms": cfg.lease_ms}
+    offered: dict[str, Any] = {"env_for": env_for, "ledger": ledger, "lease_ms": cfg.lease_ms}
     if env_for is not None and "env_for" not in b.service_args:
         raise ConfigError(f"bad configuration: nemesis: clock: {cfg.backend} cannot run "
                           "under the clock shim")
     kwargs = {k: v for k, v in offered.items() if k in b.service_args and v is not None}
-    service: LockService = cls(**kwargs)
+    service: LockService = cls(**kwargs, **cfg.settings("backend"))
     return service
 
 

@@ -18,7 +18,8 @@ MS = 1_000_000
 # whose config field is not named after its option)
 @pytest.mark.parametrize(("args", "message"), [
     (("--lease-ms", "-5"), "--lease-ms: Input should be greater than or equal to 1 (got -5)"),
-    (("--writes", "0"), "--writes: Input should be greater than or equal to 1 (got 0)"),
+    (("--writes", "0"), "--workload-opt writes_per_section: Input should be greater than or "
+                        "equal to 1 (got 0) (given as --writes)"),
 ])
 def test_a_bad_run_option_is_named_as_typed(args: tuple[str, ...], message: str) -> None:
     r = run_fencecheck("run", *args, timeout=60)

@@ -47,7 +47,7 @@ def scheduler(seed: int = 1, *, ends_early: bool = True, waits: bool = True,
               interval: tuple[float, float] = (1.0, 2.0),
               delay: tuple[float, float] = (0.0, 0.0)) -> Scheduler:
     cfg = make_config(nemesis=("pause",), nemesis_interval_s=interval, time_limit_s=30,
-                      pause_delay_s=delay)
+                      fault_options={"pause": {"delay_s": delay}})
     table = {"pause": ScheduledFault(LongFault("pause", Calls()), waits_for_grant=waits,
                                      ends_on_successor=ends_early)}
     rng = random.Random(seed)
@@ -178,7 +178,7 @@ def test_a_replay_plays_the_recorded_steps_then_nothing() -> None:
 
 
 def test_a_pause_delay_starts_on_the_fresh_holder_a_drawn_moment_later() -> None:
-    # --pause-delay: the grant is seen at `at`; the fault starts within the drawn range after
+    # pause.delay_s (--pause-delay): the grant is seen at `at`; the fault starts within the drawn range after
     # it, aimed at that grant's holder even though another worker holds by then, and the step
     # records the delay so that a replay plays it again.
     s = scheduler(ends_early=False, delay=(0.1, 0.3))

@@ -19,6 +19,10 @@
 // retry_period_ms; by default LeaseDuration is lease_ms rounded up to whole seconds (the Lease
 // stores whole seconds and candidates trust the stored value), and RenewDeadline and
 // RetryPeriod keep client-go's usual 15:10:2 ratio.
+//
+// Notices: the elector's OnStoppedLeading, when it fires for a term that was granted and not
+// released (its renewals failed for RenewDeadline), is sent to the worker as a lost-lock notice
+// with the term's token (docs/client-protocol.md).
 package main
 
 import (
@@ -28,6 +32,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"fencecheck/stdio"
@@ -86,6 +91,10 @@ type campaign struct {
 	writes   []write
 	log      []leaseOp
 	changed  chan struct{} // closed and replaced on every write
+	// the grant's token once the acquire replied ok, and whether a release cancelled it: an
+	// OnStoppedLeading of a granted, unreleased term is a lost-lock notice
+	granted   atomic.Pointer[int64]
+	releasing atomic.Bool
 }
 
 func (c *campaign) note(o leaseOp) {
@@ -336,7 +345,14 @@ func campaignFor(req request, t0 time.Time) answered {
 		Name:            req.Lock,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) { once.Do(func() { close(c.started) }) },
-			OnStoppedLeading: func() {},
+			// client-go calls it when Run returns: after a renewal failed for RenewDeadline
+			// (and ReleaseOnCancel's release), or after a cancel (our release, or a timed-out
+			// acquire, which never led). Only the first is news for the holder.
+			OnStoppedLeading: func() {
+				if token := c.granted.Load(); token != nil && !c.releasing.Load() {
+					stdio.Notice(req.Lock, token, "OnStoppedLeading")
+				}
+			},
 		},
 	})
 	if err != nil {
@@ -360,6 +376,7 @@ func campaignFor(req request, t0 time.Time) answered {
 		if w, ok := c.won(); ok {
 			held[req.Lock] = c
 			rv, at := w.rv, w.sent.Sub(t0).Nanoseconds()
+			c.granted.Store(&rv)
 			if at < 0 {
 				at = 0
 			}
@@ -437,6 +454,7 @@ func released(c *campaign, t0 time.Time) reply {
 		return reply{Status: "fail", Error: "not-held"}
 	default:
 	}
+	c.releasing.Store(true)
 	c.cancel()
 	select {
 	case <-c.stopped:
@@ -499,6 +517,7 @@ func main() {
 	stdio.Program{Name: "client-go", Connect: connect, Acquire: acquire, Renew: renewOp,
 		Release: release, Close: func() {
 			for _, c := range held {
+				c.releasing.Store(true)
 				c.cancel()
 				<-c.stopped
 			}
