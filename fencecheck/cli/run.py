@@ -226,8 +226,9 @@ def _replayed(folder: Path, store: Path) -> RunConfig:
     cfg = replay_config(folder, store)
     differ = drift(cfg, recorded_versions(folder))
     if differ:
-        err.print(f"[yellow]note:[/] {folder} was recorded on other versions than these "
-                  f"({'; '.join(differ)}): a replay that finds nothing may be the change")
+        err.print(f"[yellow]note:[/] {shown(folder)} was recorded on other versions than "
+                  f"these ({shown('; '.join(differ))}): a replay that finds nothing may be the "
+                  "change", soft_wrap=True)
     return cfg
 
 

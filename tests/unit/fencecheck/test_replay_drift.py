@@ -5,10 +5,14 @@ match or the record names none."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+
+import pytest
 
 from fencecheck.nemesis.replay import drift, recorded_versions
 from fencecheck.run.config import make_config
+from tests.conftest import REPO
 
 INSTALLED = {"client": "k8s.io/client-go v0.37.2", "kubernetes": "Kubernetes v1.37.2",
              "python": "3.11.2"}
@@ -41,3 +45,19 @@ def test_recorded_versions_reads_test_json(tmp_path: Path) -> None:
     (tmp_path / "test.json").write_text(json.dumps(
         {"config": {"backend": "kubernetes"}, "versions": {"client": "k8s.io/client-go v0.1"}}))
     assert recorded_versions(tmp_path) == {"client": "k8s.io/client-go v0.1"}
+
+
+def test_replaying_a_shipped_finding_prints_the_recorded_version_as_it_is(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the client's words carry brackets ("[client-go v0.34.0]"): printed, not taken for markup
+    from fencecheck.cli.run import _replayed
+
+    copy = tmp_path / "client-go-release"
+    shutil.copytree(REPO / "examples" / "findings" / "client-go-release", copy)
+    test = json.loads((copy / "test.json").read_text())
+    test["versions"]["client"] = "client-go `leaderelection` [client-go v0.0.1]"
+    (copy / "test.json").write_text(json.dumps(test))
+    cfg = _replayed(copy, tmp_path / "store")
+    assert cfg.replay == (copy / "schedule.json").resolve() and cfg.client == "client-go"
+    said = " ".join(capsys.readouterr().err.split())
+    assert "client: recorded client-go `leaderelection` [client-go v0.0.1], installed " in said
