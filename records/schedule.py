@@ -7,7 +7,8 @@ step but `drawn_hold_s`, which came later and is written only where a hold ended
 the hold drawn was the one played, None), and `delay_s`, written only where a fault started a
 drawn delay after its fresh grant (the fault's `delay_s`, `--pause-delay`; absent: at once). A
 step's `value` is what its targets were when recorded, JSON as the fault gave it. Which roles and
-faults are valid is the schedule's to judge (a role the faults know, a fault the run has), not this record's.
+faults are valid is the schedule's to judge (a role the faults know, a fault the run has), not
+this record's.
 """
 
 from __future__ import annotations

@@ -36,10 +36,10 @@ class FaultSettings(BaseModel):
         default="holder",
         description="holder: a fault that waits for a grant starts right after a fresh one, "
         "aimed at its holder; random: at random times and targets")
-    delay_s: tuple[float, float] = Field(
-        default=(0.0, 0.0),
+    delay_s: tuple[float, float] | None = Field(
+        default=None,
         description="target=holder: seconds after the fresh grant the fault starts, LOW,HIGH, "
-        "drawn uniformly (default 0,0: at once; client-go's renew period: a random moment of it)")
+        "drawn uniformly (default: at once; client-go's renew period: a random moment of it)")
 
     @field_validator("delay_s", mode="before")
     @classmethod
@@ -51,8 +51,8 @@ class FaultSettings(BaseModel):
 
     @field_validator("delay_s")
     @classmethod
-    def _delay_range(cls, v: tuple[float, float]) -> tuple[float, float]:
-        if not (0 <= v[0] <= v[1]):
+    def _delay_range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not (0 <= v[0] <= v[1]):
             raise ValueError("must be two numbers 0 <= low <= high")
         return v
 

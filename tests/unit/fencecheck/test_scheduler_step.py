@@ -178,9 +178,9 @@ def test_a_replay_plays_the_recorded_steps_then_nothing() -> None:
 
 
 def test_a_pause_delay_starts_on_the_fresh_holder_a_drawn_moment_later() -> None:
-    # pause.delay_s (--pause-delay): the grant is seen at `at`; the fault starts within the drawn range after
-    # it, aimed at that grant's holder even though another worker holds by then, and the step
-    # records the delay so that a replay plays it again.
+    # pause.delay_s (--pause-delay): the grant is seen at `at`; the fault starts within the
+    # drawn range after it, aimed at that grant's holder even though another worker holds by
+    # then, and the step records the delay so that a replay plays it again.
     s = scheduler(ends_early=False, delay=(0.1, 0.3))
     at = round(s.next_fault + 0.5, 2)
     g = grant("c2", 5, at)
