@@ -3,7 +3,10 @@ a check) is pip-installed into the test venv, listed by `fencecheck plugins`, an
 end by `fencecheck run` (the check judges the run, and its kind is a column of the comparison); a
 fault a runtime cannot host is refused up front. Its backend, client and fault options show in
 `run --help` and `fencecheck schema config` and are checked by their models, and its backend's
-comparison row runs from `fencecheck libraries` into the published table."""
+comparison row runs from `fencecheck libraries` into the published table. Its shipped Go client
+(`demo-go-setnx`: a source folder and one descriptor) is built by `fencecheck build`, listed
+wherever the built-in programs are, and its row runs into the published table with the version
+its go.mod pins."""
 
 from __future__ import annotations
 
@@ -108,13 +111,13 @@ def test_a_plugin_backend_shows_in_plugins_help_schema_and_the_comparison(
             (("plugins",), plugin), (("run", "--help"), wide), (("schema", "config"), plugin),
             (("schema", "results"), plugin), (("libraries",), plugin))))
     assert listed.returncode == 0 and "fencecheck.backends: demo-redis" in listed.stdout
-    assert "  demo-redis: demo-redis-setnx, stdio" in listed.stdout
+    assert "  demo-redis: demo-redis-setnx, demo-go-setnx, stdio" in listed.stdout
     assert "runtimes: netns, docker, ssh" in listed.stdout
     assert "workloads: lock, leader, cron" in listed.stdout
     assert helped.returncode == 0, helped.stderr
     text = _text(helped.stdout)
     for shown in ("demo-redis: port=N (default 6390)",
-                  "demo-redis-setnx: key_prefix=TEXT (default demo:)",
+                  "demo-redis-setnx, demo-go-setnx: key_prefix=TEXT (default demo:)",
                   "freeze-all: target=holder|random (default holder), hold_s=LOW,HIGH"):
         assert shown in text, shown
     defs = json.loads(config.stdout)["$defs"]
@@ -126,7 +129,7 @@ def test_a_plugin_backend_shows_in_plugins_help_schema_and_the_comparison(
     generated = tomllib.loads(rows.stdout)["row"]
     demo = next(x for x in generated if x["name"] == "none-demo-redis-setnx")
     assert demo["backend"] == "demo-redis" and demo["backend_options"] == {"port": 6391}
-    assert len(generated) == len(tomllib.loads(LIBRARIES.read_text())["row"]) + 1
+    assert len(generated) == len(tomllib.loads(LIBRARIES.read_text())["row"]) + 2
 
 
 def test_a_plugin_options_are_checked_by_its_models(plugin: dict[str, str],
@@ -168,3 +171,62 @@ def test_a_plugin_backends_comparison_row_runs_into_the_published_table(
     line = next(x for x in table.stdout.splitlines() if "demo-redis-setnx" in x)
     assert line.startswith("| the demo plugin's SET NX PX (`demo-redis-setnx`) | demo-redis |")
     assert line.endswith("| met |")
+
+
+GO_CLIENT, GO_ROW = "demo-go-setnx", "none-demo-go-setnx"
+
+
+def _table_line(out: Path, env: dict[str, str], client: str) -> str:
+    table = subprocess.run([sys.executable, "-m", "fencecheck.reports.markdown", str(out)],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert table.returncode == 0, table.stderr
+    return next(x for x in table.stdout.splitlines() if f"(`{client}`)" in x)
+
+
+@pytest.mark.netns
+@pytest.mark.usefixtures("no_leftovers")
+def test_a_plugin_go_program_is_built_listed_and_compared(plugin: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    """A Go client program from outside the tree (the plugin's go/setnx/ and one
+    ClientDescriptor with its `Program`) is refused until built, naming the fix; `fencecheck
+    build` builds it into the cache (with the tree's Go stdio library); it shows in `plugins`,
+    `build --dry-run`, `run --help`, the schema and `libraries`; and its row runs into the
+    published table in its descriptor's words with the go-redis version its go.mod pins."""
+    env = {**plugin, "FENCECHECK_CLIENT_CACHE": str(tmp_path / "cache"), "COLUMNS": "300"}
+    unbuilt, dry, listed, helped, config, rows = at_once(*(
+        functools.partial(run_fencecheck, *args, timeout=90, env=env) for args in (
+            ("run", "--store", str(tmp_path / "refused"), "--backend", "demo-redis", "--client",
+             GO_CLIENT), ("build", "--dry-run", GO_CLIENT), ("plugins",), ("run", "--help"),
+            ("schema", "config"), ("libraries", "--out", str(tmp_path / "libraries.toml")))))
+    assert unbuilt.returncode == 3 and "Traceback" not in unbuilt.stderr
+    assert f"build it with: fencecheck build {GO_CLIENT}" in _text(unbuilt.stderr)
+    assert not (tmp_path / "refused").exists() or not any((tmp_path / "refused").iterdir())
+    source = Path(plugin["PYTHONPATH"].split(os.pathsep)[0]) / "fencecheck_demo_plugin" / "go"
+    assert dry.returncode == 0, dry.stderr
+    dry_text = _text(dry.stdout)
+    assert f"{GO_CLIENT} (client {GO_CLIENT} on demo-redis): go, from {source / 'setnx'}" \
+        in dry_text and "not built" in dry_text and "go build" in dry_text
+    assert listed.returncode == 0 and "demo-go-setnx" in listed.stdout
+    assert helped.returncode == 0 and f"{GO_CLIENT}: key_prefix=TEXT" in _text(helped.stdout)
+    assert "key_prefix" in json.loads(config.stdout)["$defs"][f"client.{GO_CLIENT}"][
+        "properties"]
+    assert rows.returncode == 0, rows.stderr
+    built = run_fencecheck("build", GO_CLIENT, timeout=300, env=env)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert f"{GO_CLIENT}: built in" in _text(built.stdout)
+    folder = next((tmp_path / "cache").glob(f"{GO_CLIENT}-*"))
+    assert (folder / GO_CLIENT).is_file() and (folder / "stdio" / "stdio.go").is_file()
+    out = tmp_path / "out"
+    r = run_fencecheck("matrix", str(tmp_path / "libraries.toml"), "--only", GO_ROW, "--store",
+                       str(tmp_path / "store"), "--out", str(out), timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = next((tmp_path / "store").glob(f"{GO_ROW}/*/test.json")).parent
+    assert json.loads((run_dir / "nodes" / "c1" / "worker.json").read_text())["client"] == \
+        GO_CLIENT
+    history = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
+    grants = [e for e in history if e["f"] == "acquire" and e["type"] == "ok"]
+    assert grants and all(e["value"].get("token") is None for e in grants)
+    line = _table_line(out, env, GO_CLIENT)
+    assert line.startswith("| the demo plugin's SET NX PX in Go [go-redis v9.7.3] "
+                           f"(`{GO_CLIENT}`) | demo-redis |"), line
+    assert line.endswith("| met |"), line
