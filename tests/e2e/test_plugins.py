@@ -103,8 +103,9 @@ def _text(out: str) -> str:
 
 def test_a_plugin_backend_shows_in_plugins_help_schema_and_the_comparison(
         plugin: dict[str, str]) -> None:
-    """The demo plugin's backend (service, descriptor, client: three modules outside the tree)
-    and its fault's and client's options, everywhere the built-in ones are listed."""
+    """The demo plugin's backend (service, descriptor, client: three modules outside the tree),
+    its shipped Go client (a source folder and a descriptor) and its fault's and clients'
+    options, everywhere the built-in ones are listed."""
     wide = {**plugin, "COLUMNS": "300"}
     listed, helped, config, results, rows = at_once(*(
         functools.partial(run_fencecheck, *args, timeout=90, env=env) for args, env in (
@@ -123,12 +124,15 @@ def test_a_plugin_backend_shows_in_plugins_help_schema_and_the_comparison(
     defs = json.loads(config.stdout)["$defs"]
     assert defs["backend.demo-redis"]["properties"]["port"]["default"] == 6390
     assert "key_prefix" in defs["client.demo-redis-setnx"]["properties"]
+    assert "key_prefix" in defs["client.demo-go-setnx"]["properties"]  # the Go program's
     assert "hold_s" in defs["fault.freeze-all"]["properties"]
     kind = json.loads(results.stdout)["$defs"]["Violation"]["properties"]["kind"]
     assert "demo-unseen" in kind["examples"]
     generated = tomllib.loads(rows.stdout)["row"]
     demo = next(x for x in generated if x["name"] == "none-demo-redis-setnx")
     assert demo["backend"] == "demo-redis" and demo["backend_options"] == {"port": 6391}
+    go = next(x for x in generated if x["name"] == "none-demo-go-setnx")
+    assert go["client"] == "demo-go-setnx" and go["backend_options"] == {"port": 6392}
     assert len(generated) == len(tomllib.loads(LIBRARIES.read_text())["row"]) + 2
 
 
@@ -147,86 +151,60 @@ def test_a_plugin_options_are_checked_by_its_models(plugin: dict[str, str],
     assert list(tmp_path.iterdir()) == []
 
 
+GO_CLIENT = "demo-go-setnx"
+# row: (client, port, the table's words for it: the Go one with the version its go.mod pins)
+ROWS = {"none-demo-redis-setnx": ("demo-redis-setnx", 6391, "the demo plugin's SET NX PX"),
+        "none-demo-go-setnx": (GO_CLIENT, 6392,
+                               "the demo plugin's SET NX PX in Go [go-redis v9.7.3]")}
+
+
 @pytest.mark.netns
 @pytest.mark.usefixtures("no_leftovers")
-def test_a_plugin_backends_comparison_row_runs_into_the_published_table(
+def test_a_plugin_backends_rows_and_go_program_run_into_the_published_table(
         plugin: dict[str, str], tmp_path: Path) -> None:
-    """`fencecheck libraries` writes the plugin's row, `fencecheck matrix` runs it with its
-    backend's options, and the published table has it in its client's words."""
-    matrix = tmp_path / "libraries.toml"
-    r = run_fencecheck("libraries", "--out", str(matrix), timeout=60, env=plugin)
-    assert r.returncode == 0, r.stderr
-    out = tmp_path / "out"
-    r = run_fencecheck("matrix", str(matrix), "--only", "none-demo-redis-setnx", "--store",
-                       str(tmp_path / "store"), "--out", str(out), timeout=300, env=plugin)
-    assert r.returncode == 0, r.stdout + r.stderr
-    run_dir = next((tmp_path / "store").glob("none-demo-redis-setnx/*/test.json")).parent
-    config = json.loads((run_dir / "test.json").read_text())["config"]
-    assert config["backend_options"] == {"port": 6391}
-    worker = json.loads((run_dir / "nodes" / "c1" / "worker.json").read_text())
-    assert all(e.endswith(":6391") for e in worker["client_options"]["endpoints"])
-    table = subprocess.run([sys.executable, "-m", "fencecheck.reports.markdown", str(out)],
-                           capture_output=True, text=True, timeout=60, env=plugin)
-    assert table.returncode == 0, table.stderr
-    line = next(x for x in table.stdout.splitlines() if "demo-redis-setnx" in x)
-    assert line.startswith("| the demo plugin's SET NX PX (`demo-redis-setnx`) | demo-redis |")
-    assert line.endswith("| met |")
-
-
-GO_CLIENT, GO_ROW = "demo-go-setnx", "none-demo-go-setnx"
-
-
-def _table_line(out: Path, env: dict[str, str], client: str) -> str:
-    table = subprocess.run([sys.executable, "-m", "fencecheck.reports.markdown", str(out)],
-                           capture_output=True, text=True, timeout=60, env=env)
-    assert table.returncode == 0, table.stderr
-    return next(x for x in table.stdout.splitlines() if f"(`{client}`)" in x)
-
-
-@pytest.mark.netns
-@pytest.mark.usefixtures("no_leftovers")
-def test_a_plugin_go_program_is_built_listed_and_compared(plugin: dict[str, str],
-                                                          tmp_path: Path) -> None:
-    """A Go client program from outside the tree (the plugin's go/setnx/ and one
-    ClientDescriptor with its `Program`) is refused until built, naming the fix; `fencecheck
-    build` builds it into the cache (with the tree's Go stdio library); it shows in `plugins`,
-    `build --dry-run`, `run --help`, the schema and `libraries`; and its row runs into the
-    published table in its descriptor's words with the go-redis version its go.mod pins."""
-    env = {**plugin, "FENCECHECK_CLIENT_CACHE": str(tmp_path / "cache"), "COLUMNS": "300"}
-    unbuilt, dry, listed, helped, config, rows = at_once(*(
+    """`fencecheck libraries` writes the plugin's rows. Its shipped Go client (the plugin's
+    go/setnx/ and one ClientDescriptor with its `Program`) is refused until built, naming the
+    fix, and listed by `build --dry-run`; `fencecheck build` builds it into the cache with the
+    tree's Go stdio library. `fencecheck matrix` runs both rows with their backend's options
+    (side by side), and the published table has each in its client's words, the Go one with the
+    go-redis version its go.mod pins."""
+    env = {**plugin, "FENCECHECK_CLIENT_CACHE": str(tmp_path / "cache")}
+    matrix, refused = tmp_path / "libraries.toml", tmp_path / "refused"
+    unbuilt, dry, r = at_once(*(
         functools.partial(run_fencecheck, *args, timeout=90, env=env) for args in (
-            ("run", "--store", str(tmp_path / "refused"), "--backend", "demo-redis", "--client",
-             GO_CLIENT), ("build", "--dry-run", GO_CLIENT), ("plugins",), ("run", "--help"),
-            ("schema", "config"), ("libraries", "--out", str(tmp_path / "libraries.toml")))))
+            ("run", "--store", str(refused), "--backend", "demo-redis", "--client", GO_CLIENT),
+            ("build", "--dry-run", GO_CLIENT), ("libraries", "--out", str(matrix)))))
     assert unbuilt.returncode == 3 and "Traceback" not in unbuilt.stderr
     assert f"build it with: fencecheck build {GO_CLIENT}" in _text(unbuilt.stderr)
-    assert not (tmp_path / "refused").exists() or not any((tmp_path / "refused").iterdir())
+    assert not refused.exists() or list(refused.iterdir()) == []
     source = Path(plugin["PYTHONPATH"].split(os.pathsep)[0]) / "fencecheck_demo_plugin" / "go"
     assert dry.returncode == 0, dry.stderr
-    dry_text = _text(dry.stdout)
     assert f"{GO_CLIENT} (client {GO_CLIENT} on demo-redis): go, from {source / 'setnx'}" \
-        in dry_text and "not built" in dry_text and "go build" in dry_text
-    assert listed.returncode == 0 and "demo-go-setnx" in listed.stdout
-    assert helped.returncode == 0 and f"{GO_CLIENT}: key_prefix=TEXT" in _text(helped.stdout)
-    assert "key_prefix" in json.loads(config.stdout)["$defs"][f"client.{GO_CLIENT}"][
-        "properties"]
-    assert rows.returncode == 0, rows.stderr
+        in _text(dry.stdout) and ": not built" in dry.stdout, dry.stdout
+    assert r.returncode == 0, r.stderr
     built = run_fencecheck("build", GO_CLIENT, timeout=300, env=env)
-    assert built.returncode == 0, built.stdout + built.stderr
-    assert f"{GO_CLIENT}: built in" in _text(built.stdout)
+    assert built.returncode == 0 and f"{GO_CLIENT}: built in" in _text(built.stdout), \
+        built.stdout + built.stderr
     folder = next((tmp_path / "cache").glob(f"{GO_CLIENT}-*"))
     assert (folder / GO_CLIENT).is_file() and (folder / "stdio" / "stdio.go").is_file()
     out = tmp_path / "out"
-    r = run_fencecheck("matrix", str(tmp_path / "libraries.toml"), "--only", GO_ROW, "--store",
-                       str(tmp_path / "store"), "--out", str(out), timeout=300, env=env)
+    r = run_fencecheck("matrix", str(matrix), "--only", ",".join(ROWS), "--jobs", "2",
+                       "--store", str(tmp_path / "store"), "--out", str(out), timeout=300,
+                       env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    run_dir = next((tmp_path / "store").glob(f"{GO_ROW}/*/test.json")).parent
-    assert json.loads((run_dir / "nodes" / "c1" / "worker.json").read_text())["client"] == \
-        GO_CLIENT
-    history = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
-    grants = [e for e in history if e["f"] == "acquire" and e["type"] == "ok"]
-    assert grants and all(e["value"].get("token") is None for e in grants)
-    line = _table_line(out, env, GO_CLIENT)
-    assert line.startswith("| the demo plugin's SET NX PX in Go [go-redis v9.7.3] "
-                           f"(`{GO_CLIENT}`) | demo-redis |"), line
-    assert line.endswith("| met |"), line
+    table = subprocess.run([sys.executable, "-m", "fencecheck.reports.markdown", str(out)],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert table.returncode == 0, table.stderr
+    for row, (client, port, words) in ROWS.items():
+        run_dir = next((tmp_path / "store").glob(f"{row}/*/test.json")).parent
+        config = json.loads((run_dir / "test.json").read_text())["config"]
+        assert config["backend_options"] == {"port": port}
+        worker = json.loads((run_dir / "nodes" / "c1" / "worker.json").read_text())
+        assert worker["client"] == client
+        assert all(e.endswith(f":{port}") for e in worker["client_options"]["endpoints"])
+        history = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
+        grants = [e for e in history if e["f"] == "acquire" and e["type"] == "ok"]
+        assert grants and all(e["value"].get("token") is None for e in grants)
+        line = next(x for x in table.stdout.splitlines() if f"(`{client}`)" in x)
+        assert line.startswith(f"| {words} (`{client}`) | demo-redis |"), line
+        assert line.endswith("| met |"), line
