@@ -1,8 +1,8 @@
 """Every shipped finding (examples/findings/<name>/) is what `fencecheck run --replay` and the
 findings pages take: its words (finding.toml) with a violation kind the checks report, and a
 configuration and schedule that `--replay` accepts, recorded with the versions it ran on. (Their
-replays are measured by benchmarks/bench_replay.py --findings; tests/e2e/test_findings.py runs
-them on demand.)"""
+replays are measured by benchmarks/bench_replay.py --findings: a replay is a whole run, over a
+minute each, and reproduces its kind in only some tries so far, so none is in the test command.)"""
 
 from __future__ import annotations
 
