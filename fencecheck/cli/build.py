@@ -1,6 +1,7 @@
 """`fencecheck build [NAME ...]`: build the programs fencecheck runs but does not ship built: the
 third-party lock clients in other languages (a `Program` in their descriptors) and the pinned
-servers (a descriptor's `server_build`: kube-apiserver, nats-server), each into the machine's
+servers (a descriptor's `server_build`: kube-apiserver, nats-server) and the one-node cluster's
+Kubernetes programs (`TOOL_BUILDS`: kube-node), each into the machine's
 build cache by source hash (fencecheck.toolchain.cache: an unchanged one is a no-op).
 
 Everything comes from the installed package, so it works from a pip install as from a checkout;
@@ -47,6 +48,10 @@ class Recipe:
     used_by: str  # what needs it: "client-go on kubernetes", "backend nats"
 
 
+# Pinned builds no backend runs: (module, what needs it).
+TOOL_BUILDS = (("fencecheck.clusters.kube.node_build", "fencecheck kube (the one-node cluster)"),)
+
+
 def _server_module(spec: str) -> ModuleType:
     return importlib.import_module(spec)
 
@@ -74,6 +79,10 @@ def recipes() -> dict[str, Recipe]:
         m = _server_module(backend.server_build)
         out[m.NAME] = Recipe(m.NAME, "server", m.TOOLCHAIN, m.source(), m.build_dir, m.steps,
                              m.build, f"backend {backend.name}")
+    for spec, used_by in TOOL_BUILDS:
+        m = _server_module(spec)
+        out[m.NAME] = Recipe(m.NAME, "server", m.TOOLCHAIN, m.source(), m.build_dir, m.steps,
+                             m.build, used_by)
     return out
 
 

@@ -1,0 +1,107 @@
+"""`fencecheck kube up` and `fencecheck kube image`: the one-node Kubernetes cluster of
+fencecheck/clusters/kube/ for trying the nightly's Indexed Job locally (docs/nightly.md), and the
+image that Job runs (fencecheck/fleet/job_image.py).
+
+`kube up` runs in the foreground: it brings the cluster up, imports the Job's image, prints the
+kubeconfig, kubectl and the image's name, and holds the cluster until Ctrl-C or SIGTERM, then
+takes it down. A cluster whose `kube up` was killed is removed with `fencecheck teardown --run
+ID` (or `--all`), like a run.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fencecheck.cli.group import console, shown
+
+out = console()
+err = console(stderr=True, soft_wrap=True)
+BAD_INPUT = 3
+
+kube = typer.Typer(no_args_is_help=True, add_completion=False,
+                   help="A one-node Kubernetes cluster on this machine for the nightly's Job.")
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {shown(message)}")
+    return typer.Exit(BAD_INPUT)
+
+
+@kube.command("image")
+def image() -> None:
+    """Build the Job's image in the host's dockerd (the node image, the venv, the built
+    clients, this checkout); print its name."""
+    from fencecheck.clusters.base import ClusterError
+    from fencecheck.clusters.runtimes.docker_host import docker_client
+    from fencecheck.fleet.job_image import ensure_job_image
+
+    try:
+        out.print(ensure_job_image(docker_client()))
+    except ClusterError as e:
+        raise _fail(str(e)) from None
+
+
+@kube.command("up")
+def up(
+    base: Annotated[Path, typer.Option(help="where clusters keep their files")] = Path(
+        "/var/lib/fencecheck/kube"),
+    with_image: Annotated[bool, typer.Option(
+        "--image/--no-image", help="build (if needed) and import the Job's image")] = True,
+    hold: Annotated[bool, typer.Option(
+        "--hold/--no-hold", help="hold the cluster until Ctrl-C (--no-hold: take it down at "
+                                 "once, to time the start)")] = True,
+) -> None:
+    """Start the cluster, print how to reach it, hold it until Ctrl-C, take it down."""
+    from fencecheck.clusters.base import ClusterError
+    from fencecheck.clusters.kube.cluster import LocalKube
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    kube_ = LocalKube(base)
+    try:
+        t0 = time.monotonic()
+        kube_.up()
+        ready = time.monotonic() - t0
+        name = _import(kube_) if with_image else None
+        lay = kube_.layout
+        assert lay is not None
+        out.print(f"fencecheck kube: cluster {lay.run} ready in {ready:.1f} s", soft_wrap=True)
+        out.print(f"  export KUBECONFIG={shown(lay.admin_kubeconfig)}", soft_wrap=True)
+        from fencecheck.clusters.kube import node_build
+        out.print(f"  kubectl: {shown(node_build.binary('kubectl'))}", soft_wrap=True)
+        if name is not None:
+            out.print(f"  image: {shown(name)} (imagePullPolicy: Never)", soft_wrap=True)
+        if hold:
+            out.print("  Ctrl-C takes it down")
+            while not stop.wait(1.0):
+                pass
+    except ClusterError as e:
+        raise _fail(str(e)) from None
+    finally:
+        kube_.down()
+        out.print(f"fencecheck kube: down in {kube_.timings.get('down_s', 0.0):.1f} s")
+
+
+def _import(kube_: object) -> str:
+    from fencecheck.clusters.kube import images
+    from fencecheck.clusters.kube.cluster import LocalKube
+    from fencecheck.clusters.runtimes.docker_host import docker_client
+    from fencecheck.fleet.job_image import ensure_job_image
+
+    assert isinstance(kube_, LocalKube) and kube_.layout is not None
+    client = docker_client()
+    tag = ensure_job_image(client)
+    images.import_docker_image(client, tag, kube_.layout.containerd_sock)
+    return tag
+
+
+def register(app: typer.Typer) -> None:
+    """Add `kube` (up, image) to the CLI."""
+    app.add_typer(kube, name="kube")
