@@ -322,9 +322,7 @@ def main() -> None:
                            f"fc-kube-{lay.run}")
         log(f"cluster {lay.run} ready in {figures['ready_s']:.1f} s; importing {tag}")
         figures["image_import_s"] = images.import_docker_image(client, tag, lay.containerd_sock)
-        subprocess.run(images.ctr_argv(lay.containerd_sock, "images", "tag", "--force",
-                                       f"docker.io/library/{tag}",
-                                       "docker.io/library/fencecheck-job:local"), check=True)
+        images.tag(lay.containerd_sock, tag, images.LOCAL_JOB_IMAGE)
         failed += job_killed_once(kube, tmp, figures)
         failed += job_missing_shard(kube, tmp, figures)
     except (ClusterError, KeyboardInterrupt) as e:

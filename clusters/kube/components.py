@@ -92,7 +92,10 @@ def controller_manager(binary: Path, layout: Layout, c: KubeCredentials) -> list
     return [str(binary), f"--kubeconfig={layout.dir / 'controller-manager.kubeconfig'}",
             "--bind-address=127.0.0.1", "--leader-elect=false",
             f"--service-account-private-key-file={c.sa_key_file}",
-            f"--root-ca-file={c.ca_file}", "--use-service-account-credentials=false",
+            f"--root-ca-file={c.ca_file}",
+            # each controller as its own service account, as kubeadm runs it: the bootstrap
+            # role of system:kube-controller-manager alone cannot, e.g., make a Job's pods
+            "--use-service-account-credentials=true",
             # no cloud, no node IPAM (the bridge CNI hands out addresses), no certificates
             "--controllers=*,-nodeipam,-csrsigning,-csrapproving,-csrcleaner",
             "--profiling=false"]

@@ -8,12 +8,14 @@ it by name).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import logging
 import subprocess
 import tarfile
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,6 +26,8 @@ from fencecheck.clusters.base import ClusterError
 log = logging.getLogger(__name__)
 
 NAMESPACE = "k8s.io"  # the CRI plugin's namespace: images elsewhere are invisible to pods
+# The name examples/k8s/local/ gives the Job's image (the built one is tagged by its hash).
+LOCAL_JOB_IMAGE = "fencecheck-job:local"
 
 
 def sandbox_ref(version: str) -> str:
@@ -85,19 +89,22 @@ def pause_archive(pause: Path, ref: str) -> bytes:
 def _import(sock: Path, chunks: Iterable[bytes], what: str) -> None:
     argv = ctr_argv(sock, "images", "import", "-")
     log.debug("host: %s", argv)
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    assert proc.stdin is not None
-    try:
-        for chunk in chunks:
-            proc.stdin.write(chunk)
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
-    out, err = proc.communicate()
-    if proc.returncode != 0:
-        raise ClusterError(f"ctr images import of {what} exited {proc.returncode}: "
-                           f"{(err or out).decode(errors='replace').strip()[-500:]}")
+    with tempfile.TemporaryFile() as said:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=said, stderr=said)
+        assert proc.stdin is not None
+        try:
+            for chunk in chunks:
+                proc.stdin.write(chunk)
+        except BrokenPipeError:
+            pass  # ctr stopped reading: its exit status and output say why
+        finally:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
+        code = proc.wait()
+        said.seek(0)
+        text = said.read().decode(errors="replace").strip()
+    if code != 0:
+        raise ClusterError(f"ctr images import of {what} exited {code}: {text[-500:]}")
 
 
 def import_pause(sock: Path, pause: Path, ref: str) -> None:
@@ -115,8 +122,14 @@ def import_docker_image(client: Any, tag: str, sock: Path) -> float:
     return took
 
 
-def has_image(sock: Path, ref: str) -> bool:
-    res = subprocess.run(ctr_argv(sock, "images", "ls", "-q"), capture_output=True, text=True)
-    return res.returncode == 0 and any(
-        line == ref or line.endswith("/" + ref) or line.endswith("/library/" + ref)
-        for line in res.stdout.split())
+def _docker_ref(name: str) -> str:
+    """A docker-style short name as containerd (and the kubelet) spell it in full."""
+    return name if "/" in name.split(":")[0] else f"docker.io/library/{name}"
+
+
+def tag(sock: Path, source: str, target: str) -> None:
+    """Name the image `source` also `target` (both as dockerd names them)."""
+    res = subprocess.run(ctr_argv(sock, "images", "tag", "--force", _docker_ref(source),
+                                  _docker_ref(target)), capture_output=True, text=True)
+    if res.returncode != 0:
+        raise ClusterError(f"ctr images tag {source} {target}: {res.stderr.strip()}")

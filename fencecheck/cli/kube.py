@@ -11,7 +11,6 @@ ID` (or `--all`), like a run.
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -35,8 +34,7 @@ def _fail(message: str) -> typer.Exit:
 
 @kube.command("image")
 def image() -> None:
-    """Build the Job's image in the host's dockerd (the node image, the venv, the built
-    clients, this checkout); print its name."""
+    """Build the Job's image in the host's dockerd and print its name."""
     from fencecheck.clusters.base import ClusterError
     from fencecheck.clusters.runtimes.docker_host import docker_client
     from fencecheck.fleet.job_image import ensure_job_image
@@ -45,6 +43,10 @@ def image() -> None:
         out.print(ensure_job_image(docker_client()))
     except ClusterError as e:
         raise _fail(str(e)) from None
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 @kube.command("up")
@@ -59,11 +61,10 @@ def up(
 ) -> None:
     """Start the cluster, print how to reach it, hold it until Ctrl-C, take it down."""
     from fencecheck.clusters.base import ClusterError
+    from fencecheck.clusters.kube import node_build
     from fencecheck.clusters.kube.cluster import LocalKube
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, _interrupt)  # as Ctrl-C: whatever is under way unwinds
     kube_ = LocalKube(base)
     try:
         t0 = time.monotonic()
@@ -74,14 +75,16 @@ def up(
         assert lay is not None
         out.print(f"fencecheck kube: cluster {lay.run} ready in {ready:.1f} s", soft_wrap=True)
         out.print(f"  export KUBECONFIG={shown(lay.admin_kubeconfig)}", soft_wrap=True)
-        from fencecheck.clusters.kube import node_build
         out.print(f"  kubectl: {shown(node_build.binary('kubectl'))}", soft_wrap=True)
         if name is not None:
-            out.print(f"  image: {shown(name)} (imagePullPolicy: Never)", soft_wrap=True)
+            out.print(f"  image: {shown(name)}, also fencecheck-job:local (imagePullPolicy: "
+                      "Never)", soft_wrap=True)
         if hold:
             out.print("  Ctrl-C takes it down")
-            while not stop.wait(1.0):
-                pass
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
     except ClusterError as e:
         raise _fail(str(e)) from None
     finally:
@@ -99,6 +102,7 @@ def _import(kube_: object) -> str:
     client = docker_client()
     tag = ensure_job_image(client)
     images.import_docker_image(client, tag, kube_.layout.containerd_sock)
+    images.tag(kube_.layout.containerd_sock, tag, images.LOCAL_JOB_IMAGE)
     return tag
 
 

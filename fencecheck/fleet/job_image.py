@@ -40,18 +40,28 @@ LOCK = Path("/run/fencecheck/job-image.lock")
 DEPS_REPO = "fencecheck-job-deps"
 JOB_REPO = "fencecheck-job"
 
+# The venv is made in a first stage from wheels built on the host (this machine's pip reaches
+# its index through its own settings and certificates, which a container does not have) and
+# copied out, so the wheels are not a layer of the image.
 DEPS_DOCKERFILE = """\
 ARG BASE
+FROM ${BASE} AS venv
+ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
+RUN apt-get update -q \\
+ && apt-get install -y -q --no-install-recommends python3-venv \\
+ && rm -rf /var/lib/apt/lists/*
+COPY wheels /tmp/wheels
+RUN python3 -m venv /fencecheck/.venv \\
+ && /fencecheck/.venv/bin/pip install -q --no-index --find-links /tmp/wheels \\
+      -r /tmp/wheels/requirements.txt
+
 FROM ${BASE}
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
 # what scripts/setup.sh adds to the node image's packages for the harness itself
 RUN apt-get update -q \\
- && apt-get install -y -q --no-install-recommends python3-venv python3-dev pkg-config \\
-      libfuse3-dev fuse3 psmisc \\
+ && apt-get install -y -q --no-install-recommends libfuse3-3 fuse3 psmisc \\
  && rm -rf /var/lib/apt/lists/*
-COPY requirements.txt /tmp/requirements.txt
-RUN python3 -m venv /fencecheck/.venv \\
- && /fencecheck/.venv/bin/pip install -q --no-cache-dir -r /tmp/requirements.txt
+COPY --from=venv /fencecheck/.venv /fencecheck/.venv
 COPY clients /var/cache/fencecheck/clients
 """
 
@@ -71,6 +81,22 @@ def requirements() -> str:
                          capture_output=True, text=True, check=True)
     return "".join(f"{line}\n" for line in res.stdout.splitlines()
                    if line and not line.startswith("#") and " @ " not in line)
+
+
+def wheels(reqs: str) -> Path:
+    """A folder of wheels of `reqs` (and reqs as requirements.txt), made by this venv's pip into
+    the build cache, once per set of requirements."""
+    final = cache.cache_root() / f"job-wheels-{hashlib.sha256(reqs.encode()).hexdigest()[:16]}"
+
+    def fill(folder: Path) -> None:
+        (folder / "requirements.txt").write_text(reqs)
+
+    def steps(folder: Path) -> list[list[str]]:
+        return [[sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", ".",
+                 "-r", "requirements.txt"]]
+
+    cache.run(final, "job-wheels", fill, steps, ClusterError)
+    return final
 
 
 def client_folders() -> list[Path]:
@@ -170,12 +196,15 @@ def ensure_job_image(client: Any, root: Path = REPO) -> str:
     with _locked():
         base, deps, tag, folders, files = _tags(client, root)
         if not _has(client, deps):
+            wheelhouse = wheels(requirements())
+
             def deps_files(tar: tarfile.TarFile) -> None:
-                _add_text(tar, "requirements.txt", requirements())
+                tar.add(str(wheelhouse), arcname="wheels")
                 for f in folders:
                     tar.add(str(f), arcname=f"clients/{f.name}")
             _build(client, deps, DEPS_DOCKERFILE, {"BASE": base}, deps_files)
         if not _has(client, tag):
+
             def src_files(tar: tarfile.TarFile) -> None:
                 for rel in files:
                     tar.add(str(root / rel), arcname=f"src/{rel}", recursive=False)

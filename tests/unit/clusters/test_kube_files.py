@@ -16,9 +16,10 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from fencecheck.clusters.kube import components, files, images
+from fencecheck.clusters.kube import components, files, images, node_build
 from fencecheck.clusters.kube.files import Layout
 from fencecheck.clusters.reaper import NETNS_NAME_RE
+from fencecheck.clusters.services import kube_build
 from fencecheck.clusters.services.kube_certs import make_credentials
 
 LAYOUT = Layout("a1b2c3", Path("/var/lib/fencecheck/kube"), "10.254.0.1", "10.254.0.2")
@@ -134,3 +135,21 @@ def test_component_tokens_and_the_kubelet_client_certificate(tmp_path: Path) -> 
     plain = make_credentials(tmp_path / "plain", ["127.0.0.1"])
     assert plain.tokens == {} and plain.client_certs == {}
     assert len(plain.token_file.read_text().splitlines()) == 1
+
+
+def test_the_node_build_pins_the_api_servers_release() -> None:
+    """The kubelet and the rest are the API server's own release: no version skew at all."""
+    def replaces(gomod: Path) -> list[str]:
+        text = gomod.read_text()
+        return sorted(line.strip() for line in text[text.index("replace ("):].splitlines()
+                      if "=>" in line)
+
+    assert node_build.version() == kube_build.version()
+    assert replaces(node_build.MODULE / "go.mod") == replaces(kube_build.MODULE / "go.mod")
+    gomod = (node_build.MODULE / "go.mod").read_text()
+    for command in node_build.COMMANDS:
+        assert f"\tk8s.io/kubernetes/cmd/{command}\n" in gomod  # a `tool` line: go.sum has it
+    steps = node_build.steps(Path("/b"))
+    assert [s[-1] for s in steps[:4]] == [f"k8s.io/kubernetes/cmd/{c}" for c in
+                                           node_build.COMMANDS]
+    assert "build/pause/linux/pause.c" in steps[-1][-1]
