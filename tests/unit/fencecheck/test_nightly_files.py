@@ -167,3 +167,32 @@ def test_the_local_overlays_change_only_the_image_and_the_results_volume() -> No
     (drop,) = local["patches"]
     claim = yaml.safe_load(drop["patch"])
     assert claim["$patch"] == "delete" and claim["kind"] == "PersistentVolumeClaim"
+
+
+def test_the_merge_job_fails_naming_a_shard_that_wrote_nothing(tmp_path: Path) -> None:
+    """The merge Job's own command, on a results volume where shards 0 and 1 of 3 wrote their
+    manifests and shard 2 (killed on both attempts) none: exit 3, one line naming shard 2/3."""
+    from typer.testing import CliRunner
+
+    from fencecheck.fleet.shard import file_hash
+    from fencecheck.records import shard
+
+    matrix = tmp_path / "m.toml"
+    matrix.write_text((REPO / "benchmarks" / "k8s_job.toml").read_text())
+    results = tmp_path / "results"
+    for i in (0, 1):
+        out = results / f"shard-{i}" / "_matrix" / "nightly"
+        out.mkdir(parents=True)
+        shard.write(out / "shard.json", shard.ShardManifest(
+            matrix=matrix.name, matrix_sha256=file_hash(matrix),
+            shard=i, of=3, assigned=[], runs=[]))
+    merge = _docs(EXAMPLES / "k8s" / "merge" / "merge-job.yaml")[0]
+    container = merge["spec"]["template"]["spec"]["containers"][0]
+    mount = container["volumeMounts"][0]["mountPath"]
+    env = {**_env(container), "MATRIX": str(matrix)}
+    argv = [_expand(a, env).replace(mount, str(results)) for a in container["command"]]
+    r = CliRunner().invoke(app, argv[1:])
+    assert r.exit_code == 3, r.output
+    (line,) = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert "shard 2/3 missing" in line and "Traceback" not in r.output
+    assert not (results / "merged").exists()
