@@ -79,16 +79,22 @@ def shim_pids(sock: str) -> list[int]:
     return out
 
 
+def points_under(mountinfo: str, root: Path) -> list[Path]:
+    """The mount points of a mountinfo text at or below `root` (its octal escapes decoded),
+    each once, deepest first: the order they can be unmounted in."""
+    out = set()
+    prefix = str(root).rstrip("/") + "/"
+    for line in mountinfo.splitlines():
+        point = line.split()[4].encode().decode("unicode_escape")
+        if point == str(root) or point.startswith(prefix):
+            out.add(Path(point))
+    return sorted(out, key=lambda p: (-len(p.parts), str(p)))
+
+
 def mounts_under(root: Path) -> list[Path]:
     """Mount points at or below `root` in this mount namespace, deepest first."""
-    out = []
-    prefix = str(root).rstrip("/") + "/"
     with open("/proc/self/mountinfo") as f:
-        for line in f:
-            point = line.split()[4].encode().decode("unicode_escape")
-            if point == str(root) or point.startswith(prefix):
-                out.append(Path(point))
-    return sorted(set(out), key=lambda p: (-len(p.parts), str(p)))
+        return points_under(f.read(), root)
 
 
 def _unmount(points: list[Path]) -> list[str]:
