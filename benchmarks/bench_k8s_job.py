@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -107,7 +108,8 @@ def host_matrix(out: Path) -> float:
 def overlay(tmp: Path, name: str, ns: str, results: Path, shards: bool) -> Path:
     d = tmp / "overlays" / name
     d.mkdir(parents=True)
-    base = ROOT / "examples/k8s/local" / ("nightly" if shards else "merge")
+    # kustomize takes a base by a relative path only
+    base = os.path.relpath(ROOT / "examples/k8s/local" / ("nightly" if shards else "merge"), d)
     text = OVERLAY.format(ns=ns, base=base, results=results, matrix=MATRIX)
     if shards:
         text += SHARD_PATCH.format(job=JOB, n=SHARDS)
@@ -142,14 +144,19 @@ def pods(kube: LocalKube, ns: str, index: int) -> list[dict[str, Any]]:
     return list(got.get("items", []))
 
 
-def running_pod(kube: LocalKube, ns: str, index: int, seen: set[str]) -> dict[str, Any]:
+def running_pod(kube: LocalKube, ns: str, index: int, seen: set[str],
+                timeout_s: float = 600) -> dict[str, Any]:
     """Wait for a pod of `index` not in `seen` whose container runs."""
-    while True:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
         for p in pods(kube, ns, index):
             sts = p.get("status", {}).get("containerStatuses", [])
             if p["metadata"]["uid"] not in seen and sts and "running" in sts[0].get("state", {}):
                 return p
         time.sleep(1)
+    events = kube.kubectl("get", "events", "-n", ns, check=False).stdout
+    raise ClusterError(f"no new running pod of index {index} in {timeout_s:.0f} s: "
+                       f"{events[-1500:]}")
 
 
 def sandbox_of(kube: LocalKube, pod: dict[str, Any]) -> tuple[str, int]:
@@ -288,6 +295,11 @@ def job_missing_shard(kube: LocalKube, tmp: Path, figures: dict[str, Any]) -> li
 
 
 def cluster_left(rec: dict[str, Any], netns: str, host_veth: str) -> list[str]:
+    # The kernel destroys a deleted namespace, and the veth in it, asynchronously: wait a little.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and subprocess.run(
+            ["ip", "link", "show", host_veth], capture_output=True).returncode == 0:
+        time.sleep(1)
     left = sweep.leftovers(rec)
     if Path(f"/run/netns/{netns}").exists():
         left.append(f"netns {netns}")

@@ -116,7 +116,10 @@ def containerd_config(layout: Layout, sandbox_image: str, runc: str = "/usr/sbin
     """containerd 1.6's config.toml (version 2): its own root, state and socket; the CRI plugin
     with runc under the cgroupfs driver (no systemd on this host), the sandbox image imported
     beforehand (no registry), the pods' network namespaces mounted under its state folder (not
-    /run/netns, which other runs list), and the bridge CNI from Debian's plugins."""
+    /run/netns, which other runs list), and the bridge CNI from Debian's plugins. Out-of-memory
+    scores are never set below containerd's own (`restrict_oom_score_adj`): this host's
+    capability bounding set lacks CAP_SYS_RESOURCE, so runc could not give a pod's sandbox the
+    -998 the kubelet asks for (`failed to update /proc/self/oom_score_adj: Permission denied`)."""
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     return f"""version = 2
 root = "{layout.containerd_root}"
@@ -135,6 +138,7 @@ oom_score = 0
 [{cri}]
   sandbox_image = "{sandbox_image}"
   netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = true
   stream_server_address = "{layout.node_ip}"
   stream_server_port = "0"
   enable_selinux = false

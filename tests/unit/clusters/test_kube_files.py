@@ -58,6 +58,8 @@ def test_containerd_keeps_everything_in_the_cluster_folder() -> None:
     cri = c["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["sandbox_image"] == "fencecheck.local/pause:v1"
     assert cri["netns_mounts_under_state_dir"] is True  # not /run/netns
+    # no CAP_SYS_RESOURCE here: a sandbox's -998 is refused, so no score below containerd's
+    assert cri["restrict_oom_score_adj"] is True and c["oom_score"] == 0
     runc = cri["containerd"]["runtimes"]["runc"]
     assert runc["options"]["SystemdCgroup"] is False and _under(runc["options"]["Root"])
     assert _under(cri["cni"]["conf_dir"]) and cri["cni"]["bin_dir"] == "/usr/lib/cni"
