@@ -79,6 +79,8 @@ def apiserver(binary: Path, layout: Layout, c: KubeCredentials) -> list[str]:
         "--service-account-issuer=https://fencecheck.invalid",
         f"--kubelet-client-certificate={kubelet_cert}",
         f"--kubelet-client-key={kubelet_key}",
+        # to the kubelet (logs, exec) by the node's address: its name is in no DNS
+        "--kubelet-preferred-address-types=InternalIP",
         "--authorization-mode=Node,RBAC",
         "--enable-admission-plugins=NodeRestriction",
         f"--service-cluster-ip-range={SERVICE_CIDR}",

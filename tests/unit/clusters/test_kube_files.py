@@ -133,6 +133,10 @@ def test_component_tokens_and_the_kubelet_client_certificate(tmp_path: Path) -> 
     assert cert.issuer == ca.subject and key.exists()
     assert cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == \
         "system:masters"
+    # the API server reaches the kubelet (kubectl logs) with that certificate, by the node's IP
+    argv = components.apiserver(Path("/cache/kube-apiserver"), LAYOUT, c)
+    assert f"--kubelet-client-certificate={crt}" in argv
+    assert "--kubelet-preferred-address-types=InternalIP" in argv
     # what the kubernetes backend asks for is unchanged: one token, no client certificates
     plain = make_credentials(tmp_path / "plain", ["127.0.0.1"])
     assert plain.tokens == {} and plain.client_certs == {}
