@@ -21,6 +21,8 @@ from typing import Protocol, TypeVar
 from fencecheck.descriptors import (
     etcd,
     galera,
+    hazelcast,
+    hazelcast_unsafe,
     kubernetes,
     mariadb,
     nats,
@@ -51,7 +53,7 @@ T = TypeVar("T")
 BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
     postgres_advisory.BACKEND, mariadb.BACKEND, galera.BACKEND,
-    kubernetes.BACKEND, nats.BACKEND,
+    kubernetes.BACKEND, nats.BACKEND, hazelcast.BACKEND, hazelcast_unsafe.BACKEND,
 )
 
 # The user's own program (--client-cmd; docs/client-protocol.md) drives every backend and every

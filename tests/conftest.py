@@ -233,6 +233,10 @@ GROUPS: dict[str, str] = {
     "tests/workloads/test_pylib_clients.py": "postgres",
     # one sdist, wheel and venv for the module's tests
     "tests/fencecheck/test_install.py": "install",
+    # three Hazelcast member JVMs per cluster or run (and JVM clients): one worker for them all
+    "tests/clusters/test_hazelcast.py": "hazelcast",
+    "tests/workloads/test_hazelcast_client.py": "hazelcast",
+    "tests/e2e/test_hazelcast.py": "hazelcast",
     # the docker runtime: container starts are serialized in dockerd anyway
     "tests/clusters/test_docker.py": "docker",
     "tests/e2e/test_runtimes.py": "docker",
