@@ -107,8 +107,26 @@ class ViolationRef(msgspec.Struct, kw_only=True):
     n: Nat  # position in that check's `violations`
 
 
+class Notice(msgspec.Struct, kw_only=True):
+    """The first lost-lock notice about a grant (checker.notices): when its process was told,
+    and how that fell against the grant's surely-held end by its lease (`lead_ns` = end - time:
+    > 0 an early warning, < 0 late; None without a lease)."""
+
+    grant: Nat
+    process: Process
+    lock: str
+    token: int | None
+    reason: str
+    index: Nat
+    time_ns: Nat
+    surely_held_end_ns: Nat | None
+    lead_ns: int | None
+    notices: Nat  # notices about this grant
+
+
 class Incident(msgspec.Struct, kw_only=True):
-    """A stale grant, the fault that made it stale, the next grant, what followed from it."""
+    """A stale grant, the fault that made it stale, the next grant, what followed from it;
+    `notice`, where its lock library told its process the lock was lost."""
 
     id: Id
     lock: str
@@ -118,6 +136,7 @@ class Incident(msgspec.Struct, kw_only=True):
     violations: list[ViolationRef]
     kinds: list[str]
     story: str
+    notice: Notice | UnsetType = UNSET
 
 
 class Results(msgspec.Struct, kw_only=True):

@@ -20,7 +20,7 @@ from msgspec import UNSET, UnsetType
 from fencecheck.checker.base import NEMESIS, Op
 from fencecheck.checker.names import ProcessNames, fault_target, legend
 from fencecheck.checker.registry import kind
-from fencecheck.records.results import Fault, Grant, Incident, Results, Violation
+from fencecheck.records.results import Fault, Grant, Incident, Notice, Results, Violation
 from fencecheck.reports.incident_scale import Scale
 
 WIDTH = 980
@@ -138,6 +138,8 @@ def incident_view(incident: Incident, results: Results,
              *(t for w in writes.values() for op in w for t in (op.time, op.end_time or t1))]
     if fault is not None:
         drawn += [fault.start_time_ns or t0, fault.end_time_ns or t1]
+    if incident.notice is not UNSET:  # the lock library's lost-lock notice, kept in view
+        drawn.append(incident.notice.time_ns)
     if nxt is not None:
         drawn += [next_op.time if next_op else t1, _ns(nxt.ok_time_ns) or t1]
     sc = Scale(t0, t1, drawn, LEFT, WIDTH - RIGHT)
@@ -177,6 +179,7 @@ def incident_view(incident: Incident, results: Results,
         "next_token": nxt.token if nxt else None,
         "fault": _fault_label(fault) if fault else None,
         "damage": damage,
+        "notice": _notice_mark(incident.notice, sc, y["stale"]),
         "links": [{"check": c, "n": card_of.get((c, n)), "kind": v.kind} for c, n, v in vs],
         "width": WIDTH, "height": height, "left": LEFT, "right": WIDTH - RIGHT,
         "lanes": lanes, "axis_y": height - 24,
@@ -184,6 +187,17 @@ def incident_view(incident: Incident, results: Results,
         "breaks": [{"x0": b.x0, "x1": b.x1, "label": f"{b.seconds:.2f} s"} for b in sc.breaks],
         **shapes,
     }
+
+
+def _notice_mark(notice: Notice | UnsetType, sc: Scale, y: int) -> dict[str, Any] | None:
+    """The stale holder's lost-lock notice (checker.notices) as a mark on its lane, or None."""
+    if notice is UNSET:
+        return None
+    lead = notice.lead_ns
+    when = ("" if lead is None else
+            f" ({abs(lead) / 1e6:.0f} ms {'before' if lead >= 0 else 'after'} the lease's end)")
+    return {"x": sc.x(notice.time_ns), "y": y,
+            "label": f"{notice.reason or 'notice'} at {notice.time_ns / NS:.3f} s{when}"}
 
 
 def _window(fault: Fault | None, nxt: Grant | None, stale_op: Op | None, ok_ns: int,

@@ -12,8 +12,8 @@ beside its main thread, so after a GC pause the pending write goes out before an
 lease is gone; renewing first would hide exactly the stale write a pause causes. The worker is
 deliberately not "smart": a lease that surely ran out by its own clock does not stop it. It does
 listen to the services: a refused renew, read or write ends the section (then it releases, which
-the owner check makes harmless). After an `info` the process id is retired (a new one follows,
-DESIGN.md) and the grant is dropped unreleased: the new process id never held it.
+the owner check makes harmless), as does a lost-lock notice with `notices=stop`. After an `info`
+the process id is retired (a new one follows, DESIGN.md) and the grant is dropped unreleased.
 
 Other workloads subclass `Worker` and are chosen by `WorkerConfig.workload`, by their descriptor
 (descriptors/workloads.py, or a plugin's in the entry-point group `fencecheck.workloads`): the
@@ -47,6 +47,7 @@ from fencecheck.workloads.base import (
     WorkloadError,
 )
 from fencecheck.workloads.eventlog import EventLog
+from fencecheck.workloads.notices import NoticeBoard
 from fencecheck.workloads.registry import make_client, make_resource, workload_class
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ class WorkerConfig:
             raise WorkloadError("lease_ms and op_timeout_s must be > 0, writes_per_section >= 0")
         if not self.workload or not isinstance(self.options, dict):
             raise WorkloadError("workload must be named, options must be an object")
+        workload_class(self.workload)  # a workload no descriptor declares: WorkloadError
 
     @classmethod
     def load(cls, path: str | Path) -> WorkerConfig:
@@ -156,6 +158,7 @@ class Worker:
         self._lease_from = 0  # invoke time of the last successful acquire/renew
         self._careless: frozenset[str] = (client.careless if isinstance(client, Careless)
                                           else frozenset())
+        self.notices = NoticeBoard.listen(self)  # the lock library's lost-lock notices
 
     @property
     def process(self) -> int:
@@ -171,7 +174,9 @@ class Worker:
     ) -> Outcome[T]:
         """One operation: invoke, call, completion. Never raises for a backend's sake."""
         process = self.process
-        t = self.events.write(process, "invoke", f, value)
+        t = self.notices.invoke(f, value, lambda: self.events.write(process, "invoke", f, value))
+        if t is None:  # a read or write of a grant told it is lost: none (workloads/notices.py)
+            return Outcome("fail", None, self.events.now())
         try:
             result = call()
             # inside the try: a plugin's malformed result is recorded, not a crash
@@ -224,6 +229,7 @@ class Worker:
         if out.status != "ok":
             return None
         self._lease_from = out.invoke_time
+        self.notices.granted(out.result)
         return out.result
 
     def _granted(self, lock: str, g: Grant) -> dict[str, Any]:
@@ -323,12 +329,9 @@ class Worker:
 
     def _final_read(self, key: str) -> None:
         res = self.resource
-        self._op(
-            "read",
-            {"key": key, "token": None, "lock": None},
-            lambda: res.read(key, None, ""),
-            lambda v: {"key": key, "token": None, "lock": None, "value": v},
-        )
+        self._op("read", {"key": key, "token": None, "lock": None},
+                 lambda: res.read(key, None, ""),
+                 lambda v: {"key": key, "token": None, "lock": None, "value": v})
 
 
 class _StopFlag:
