@@ -84,9 +84,11 @@ def usable(command: list[str], archive: Path) -> bool:
     java, *rest = command
     rest = [a for a in rest if not a.startswith("-XX:SharedArchiveFile=")]
     cp = rest[rest.index("-cp"):rest.index("-cp") + 2]
+    # A damaged archive crashes the JVM: its hs_err file goes beside the archive, no core dump.
     res = subprocess.run([java, "-Xshare:on", f"-XX:SharedArchiveFile={archive}", *JVM_FLAGS,
-                          *cp, "-version"], stdin=subprocess.DEVNULL, capture_output=True,
-                         text=True, timeout=TRAINING_S)
+                          "-XX:-CreateCoredumpOnCrash", *cp, "-version"], cwd=archive.parent,
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         timeout=TRAINING_S)
     return res.returncode == 0
 
 
