@@ -106,7 +106,7 @@ def attribute(folders: list[Path]) -> list[Proc]:
     return [p for p in procs if p.worker]
 
 
-_JAVA_MAINS = {"org.apache.zookeeper.server.quorum.QuorumPeerMain": "zookeeper server",
+_JAVA_MAINS = {"-Dzookeeper.jmx": "zookeeper server",  # QuorumPeerMain
                "com.hazelcast.core.server.HazelcastMemberStarter": "hazelcast member"}
 _PY_MODULES = [("fencecheck.workloads.loops.worker", "run worker"),
                ("fencecheck.workloads.resources.store", "fenced store"),
@@ -134,6 +134,9 @@ def role(p: Proc) -> str:
         for main, name in _JAVA_MAINS.items():
             if main in cmd:
                 return f"java: {name}"
+        m = re.search(r"/([a-z][a-z0-9-]*)-[0-9a-f]{16}/app.jar", cmd)  # a shipped client's build
+        if m and "-XX:ArchiveClassesAtExit" not in cmd:
+            return f"java: client {m.group(1)}"
         if "-XX:ArchiveClassesAtExit" in cmd:
             return "java: CDS training"
         if "plexus-classworlds" in cmd or "maven" in cmd:

@@ -122,7 +122,7 @@ class Meter:
                         continue
                     self.seen.add((pid, st[1]))
                     self.procs.write(json.dumps({
-                        "pid": pid, "start": st[1], "ppid": st[0], "cmd": _cmdline(pid)[:400],
+                        "pid": pid, "start": st[1], "ppid": st[0], "cmd": _cmdline(pid)[:4000],
                         "test": self.current, "worker": self.worker}) + "\n")
                 self.procs.flush()
 
