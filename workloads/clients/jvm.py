@@ -43,7 +43,8 @@ JVM_FLAGS = ("-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 APP_JAR = "app.jar"
 ARCHIVE = "app.jsa"
 TRAINING_LOG = "training.log"
-TRAINING_S = 30.0
+TRAINING_S = 10.0  # a client's classes are loaded in 1-2 s; Hazelcast's then retries for ever
+CHECK_S = 120.0  # a JVM's dump or -version, however loaded the machine
 _REFUSED = "127.0.0.1:1"  # nothing listens on port 1: every connection is refused at once
 _REQUESTS = [
     {"id": 1, "op": "acquire", "lock": "fc-cds", "lease_ms": 1000, "timeout_ms": 500},
@@ -85,10 +86,13 @@ def usable(command: list[str], archive: Path) -> bool:
     rest = [a for a in rest if not a.startswith("-XX:SharedArchiveFile=")]
     cp = rest[rest.index("-cp"):rest.index("-cp") + 2]
     # A damaged archive crashes the JVM: its hs_err file goes beside the archive, no core dump.
-    res = subprocess.run([java, "-Xshare:on", f"-XX:SharedArchiveFile={archive}", *JVM_FLAGS,
-                          "-XX:-CreateCoredumpOnCrash", *cp, "-version"], cwd=archive.parent,
-                         stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         timeout=TRAINING_S)
+    try:
+        res = subprocess.run([java, "-Xshare:on", f"-XX:SharedArchiveFile={archive}",
+                              *JVM_FLAGS, "-XX:-CreateCoredumpOnCrash", *cp, "-version"],
+                             cwd=archive.parent, stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True, timeout=CHECK_S)
+    except subprocess.TimeoutExpired:
+        return False
     return res.returncode == 0
 
 
@@ -117,7 +121,7 @@ def train(command: list[str], into: Path, label: str = "") -> bool:
                 proc.wait(timeout=TRAINING_S)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGTERM)  # the JVM dumps on its way out
-                proc.wait(timeout=TRAINING_S)
+                proc.wait(timeout=CHECK_S)
         finally:
             if proc.poll() is None:
                 killed = True  # mid-dump, maybe: the file is not trusted
