@@ -33,6 +33,7 @@ from fencecheck.descriptors import catalog
 from fencecheck.descriptors.base import Program
 from fencecheck.toolchain import cache
 from fencecheck.workloads.base import WorkloadError
+from fencecheck.workloads.clients import jvm
 
 HERE = Path(__file__).resolve().parent
 BUILD_HINT = "fencecheck build"
@@ -59,7 +60,7 @@ def _javac(d: Path, classpath: str, main: str, shared: tuple[str, ...]) -> list[
 
 
 def _maven_javac(d: Path, main: str, shared: tuple[str, ...]) -> list[list[str]]:
-    return [MAVEN_COPY, _javac(d, str(d / "lib" / "*"), main, shared)]
+    return [MAVEN_COPY, _javac(d, str(d / "lib" / "*"), main, shared), jvm.pack(d)]
 
 
 def _go_build(d: Path, binary: str, moved: tuple[str, ...] = (),
@@ -81,11 +82,6 @@ def _indirect(source: str) -> tuple[str, ...]:
     return tuple(re.findall(r"^\s*(\S+)\s+v\S+\s+//\s*indirect\s*$", text, re.M))
 
 
-def _java_run(d: Path) -> list[str]:
-    return ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-cp", f"{d / 'classes'}:{d / 'lib' / '*'}"]
-
-
 class NotBuilt(WorkloadError):
     """A shipped client whose build is not in the cache."""
 
@@ -101,6 +97,7 @@ class ClientBuild:
     recipe: str  # part of the hash: a changed recipe is a new build
     shared: tuple[str, ...] = ()  # folders under workloads/clients/ of the libraries it uses
     toolchain: str = "go"  # what builds it (and runs it): a key of fencecheck.toolchain.tools
+    archive: bool = False  # a JVM program: a class-data-sharing archive follows its build (jvm)
 
 
 def _go(name: str, source: str, binary: str) -> ClientBuild:
@@ -111,7 +108,8 @@ def _go(name: str, source: str, binary: str) -> ClientBuild:
 def _maven(name: str, source: str, main: str, *args: str,
            shared: tuple[str, ...] = (JAVA_STDIO,)) -> ClientBuild:
     return ClientBuild(name, source, lambda d: _maven_javac(d, main, shared),
-                       lambda d: [*_java_run(d), main, *args], "mvn+javac v2", shared, "maven")
+                       lambda d: jvm.argv(d, jvm.classpath(d), main, args), "mvn+javac+jar v3",
+                       shared, "maven", archive=True)
 
 
 def _npm(name: str, source: str, script: str) -> ClientBuild:
@@ -123,10 +121,9 @@ def _npm(name: str, source: str, script: str) -> ClientBuild:
 
 def _debian_javac(name: str, source: str, main: str) -> ClientBuild:
     return ClientBuild(
-        name, source, lambda d: [_javac(d, JAVA_CLASSPATH, main, (JAVA_STDIO,))],
-        lambda d: ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                   "-cp", f"{d / 'classes'}:{JAVA_CLASSPATH}", main],
-        "javac v2 " + JAVA_CLASSPATH, (JAVA_STDIO,), "javac")
+        name, source, lambda d: [_javac(d, JAVA_CLASSPATH, main, (JAVA_STDIO,)), jvm.pack(d)],
+        lambda d: jvm.argv(d, jvm.classpath(d, JAVA_CLASSPATH), main),
+        "javac+jar v3 " + JAVA_CLASSPATH, (JAVA_STDIO,), "javac", archive=True)
 
 
 def client_build(name: str, program: Program) -> ClientBuild:
@@ -282,10 +279,21 @@ def _fill(build: ClientBuild, folder: Path) -> None:
 
 
 def build(name: str) -> tuple[Path, bool]:
-    """Build `name` unless its folder is already there. Returns (folder, whether it built)."""
+    """Build `name` unless its folder is already there, and a JVM program's class-data archive
+    unless its folder is (workloads/clients/jvm.py). Returns (folder, whether it built)."""
     b = _get(name)
     final = build_dir(name)
-    return final, cache.run(final, name, lambda d: _fill(b, d), b.steps, WorkloadError)
+    built = cache.run(final, name, lambda d: _fill(b, d), b.steps, WorkloadError)
+    if b.archive:
+        cds = jvm.cds_dir(final)
+        if built and cds.exists():
+            shutil.rmtree(cds)  # dumped against the jars just replaced
+
+        def train(d: Path) -> None:
+            jvm.train(b.run(final), d, f"{name}-cds")
+
+        built |= cache.run(cds, f"{name}-cds", train, lambda d: [], WorkloadError)
+    return final, built
 
 
 def main(argv: Sequence[str] | None = None) -> int:
