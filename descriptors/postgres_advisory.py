@@ -5,6 +5,7 @@ workloads/clients/pg_advisory.py) are what take a lock from a holder it cannot r
 from __future__ import annotations
 
 from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, Need, Program
+from fencecheck.descriptors.jvm_programs import PG_SCHEMA, spring_program
 
 BACKEND = BackendDescriptor(
     name="postgres-advisory",
@@ -38,6 +39,38 @@ BACKEND = BackendDescriptor(
             ),
             token=None,
             workloads=frozenset({"cron"}),
+            weight=1,
+        ),
+        # Quartz's clustered scheduler: its cluster decides which instance executes a firing
+        ClientDescriptor(
+            "quartz",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Quartz clustered `JobStoreTX` (a job per firing)",
+            program=Program("java/quartz", "maven", "QuartzClient", shared=(PG_SCHEMA,),
+                            pins=("quartz", "quartz")),
+            token=None,
+            workloads=frozenset({"cron"}),
+            settings_check="fencecheck.workloads.clients.jvm_settings:check_quartz",
+            weight=1,
+        ),
+        ClientDescriptor(
+            "spring-jdbc",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Spring Integration `JdbcLockRegistry` (INT_LOCK, TTL)",
+            program=spring_program("jdbc"),
+            token=None,
+            workloads=frozenset({"lock"}),
+            settings_check="fencecheck.workloads.clients.jvm_settings:check_spring",
+            weight=1,
+        ),
+        ClientDescriptor(
+            "spring-jdbc-leader",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Spring Integration `LockRegistryLeaderInitiator` over `JdbcLockRegistry`",
+            program=spring_program("jdbc-leader"),
+            token=None,
+            workloads=frozenset({"leader"}),
+            settings_check="fencecheck.workloads.clients.jvm_settings:check_spring_leader",
             weight=1,
         ),
     ),

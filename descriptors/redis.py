@@ -12,6 +12,7 @@ from fencecheck.descriptors.base import (
     Need,
     Program,
 )
+from fencecheck.descriptors.jvm_programs import spring_program
 
 REDIS_NEEDS = (Need("redis", binary="redis-server", package="redis-server"),)
 REDIS_VERSION = ("redis-server", "--version")
@@ -85,6 +86,28 @@ BACKEND = BackendDescriptor(
         ),
         # Redisson's RLock and RFencedLock (watchdog renewal), built by scripts/build-clients.sh
         *redisson_clients("", "INCR per grant"),
+        # Spring Integration's RedisLockRegistry, and its leader initiator over it (the program
+        # of postgres-advisory's spring-jdbc, in another mode)
+        ClientDescriptor(
+            "spring-redis",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Spring Integration `RedisLockRegistry` (TTL)",
+            program=spring_program("redis"),
+            token=None,
+            workloads=frozenset({"lock"}),
+            settings_check="fencecheck.workloads.clients.jvm_settings:check_spring",
+            weight=1,
+        ),
+        ClientDescriptor(
+            "spring-redis-leader",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Spring Integration `LockRegistryLeaderInitiator` over `RedisLockRegistry`",
+            program=spring_program("redis-leader"),
+            token=None,
+            workloads=frozenset({"leader"}),
+            settings_check="fencecheck.workloads.clients.jvm_settings:check_spring_leader",
+            weight=1,
+        ),
         # ShedLock's Redis provider (scheduled jobs run once), built by scripts/build-clients.sh
         ClientDescriptor(
             "shedlock",

@@ -16,20 +16,28 @@ class WorkloadError(Exception):
     """Root error of the workloads package."""
 
 
-class DefiniteFailure(WorkloadError):
-    """The operation surely did not happen. `error` is the short code the history records."""
+class _Outcome(WorkloadError):
+    """An operation that did not complete ok: `error` is the short code the history records;
+    `evidence`, what the library said beyond it (an unlock's exception message), is added to
+    the completion's value."""
 
-    def __init__(self, error: str, detail: str = "") -> None:
+    def __init__(self, error: str, detail: str = "",
+                 evidence: Mapping[str, Any] | None = None) -> None:
         super().__init__(f"{error}: {detail}" if detail else error)
         self.error = error
+        self.evidence = evidence
+
+    def value(self, value: dict[str, Any]) -> dict[str, Any]:
+        """The completion's value: the invoke's, with the evidence (never replacing a key)."""
+        return value if not self.evidence else {**self.evidence, **value}
 
 
-class Indeterminate(WorkloadError):
+class DefiniteFailure(_Outcome):
+    """The operation surely did not happen."""
+
+
+class Indeterminate(_Outcome):
     """The operation may or may not have happened."""
-
-    def __init__(self, error: str, detail: str = "") -> None:
-        super().__init__(f"{error}: {detail}" if detail else error)
-        self.error = error
 
 
 class StaleToken(DefiniteFailure):

@@ -177,6 +177,47 @@ def test_fail_is_definite_and_unknown_commands_are_refused(tmp_path: Path) -> No
     assert "Traceback" not in code.stderr
 
 
+
+EVIDENCE = '''
+"""A stdio client whose replies carry evidence: sys.argv[1] is the evidence of every reply."""
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    status = "fail" if r["op"] == "release" else "ok"
+    print(json.dumps({"id": r["id"], "status": status, "token": None,
+                      "evidence": json.loads(sys.argv[1])}), flush=True)
+'''
+
+
+def test_evidence_reaches_the_grant_and_the_failure_and_may_not_replace_a_field(
+        tmp_path: Path) -> None:
+    prog = tmp_path / "evidence.py"
+    prog.write_text(EVIDENCE)
+    said = {"unlock_error": "ConcurrentModificationException: lost", "job": 3}
+    client = StdioClient({"cmd": [sys.executable, str(prog), json.dumps(said)],
+                          "endpoints": ["127.0.0.1:1"]})
+    try:
+        grant = client.acquire("l", 1000, 0.5)
+        assert grant.evidence == said
+        assert client.renew(grant, 1000).evidence == said
+        with pytest.raises(DefiniteFailure) as e:
+            client.release(grant)
+        assert e.value.evidence == said and client.restarts == 0
+    finally:
+        client.close()
+    for bad in ({"token": 7}, ["not", "an", "object"]):  # a reply may not rewrite the history's
+        client = StdioClient({"cmd": [sys.executable, str(prog), json.dumps(bad)],
+                              "endpoints": ["127.0.0.1:1"]})
+        try:
+            with pytest.raises(Indeterminate) as info:
+                client.acquire("l", 1000, 0.5)
+            assert info.value.error == "client-protocol"
+        finally:
+            client.close()
+    validator = schema("reply")
+    assert not list(validator.iter_errors({"id": 1, "status": "fail", "evidence": said}))
+    assert list(validator.iter_errors({"id": 1, "status": "ok", "evidence": {"token": 7}}))
+
 WRAPPER = '''
 """The documented Python example, misbehaving (sys.argv[1]) on every 6th request it reads."""
 import os, runpy, sys, time

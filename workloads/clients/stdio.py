@@ -38,6 +38,9 @@ DEFAULT_START_TIMEOUT_S = 30.0
 # Slack on top of each op's own timeout, for the round trip through the pipe.
 DEFAULT_GRACE_S = 1.0
 _PR_SET_PDEATHSIG = 1
+# The worker's own keys of an operation's value: a reply's `evidence` adds to them, never
+# replaces one.
+RESERVED = frozenset({"lock", "token", "lease_ms", "key", "value", "attempt_ns"})
 
 
 def parse_cmd(cmd: str | Sequence[str]) -> list[str]:
@@ -159,6 +162,11 @@ def parse_reply(line: bytes, request_id: int) -> dict[str, Any]:
     error = reply.get("error")
     if error is not None and not isinstance(error, str):
         raise Indeterminate("client-protocol", f"error {error!r} is not a string")
+    evidence = reply.get("evidence")
+    if evidence is not None and (not isinstance(evidence, dict)
+                                 or not RESERVED.isdisjoint(evidence)):
+        raise Indeterminate("client-protocol", f"evidence {evidence!r} is not an object "
+                            f"without the keys {', '.join(sorted(RESERVED))}")
     return reply
 
 
@@ -213,9 +221,9 @@ class StdioClient:
             raise
         program.fresh = False
         if reply["status"] == "fail":
-            raise DefiniteFailure(reply.get("error") or "refused")
+            raise DefiniteFailure(reply.get("error") or "refused", evidence=reply.get("evidence"))
         if reply["status"] == "info":
-            raise Indeterminate(reply.get("error") or "unknown")
+            raise Indeterminate(reply.get("error") or "unknown", evidence=reply.get("evidence"))
         if reply.get("attempt_ns") is not None:
             reply["attempt_monotonic_ns"] = sent + int(reply["attempt_ns"])
         return reply
@@ -229,16 +237,19 @@ class StdioClient:
         reply = self._call({"op": "acquire", "lock": lock, "lease_ms": lease_ms,
                             "timeout_ms": int(timeout_s * 1000)}, timeout_s)
         return Grant(lock, reply.get("token"), lease_ms,
-                     attempt_ns=reply.get("attempt_monotonic_ns"))
+                     attempt_ns=reply.get("attempt_monotonic_ns"), evidence=reply.get("evidence"))
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
-        self._call({"op": "renew", "lock": grant.lock, "token": grant.token,
-                    "lease_ms": lease_ms}, self.op_timeout_s)
-        return Grant(grant.lock, grant.token, lease_ms, grant.handle)
+        reply = self._call({"op": "renew", "lock": grant.lock, "token": grant.token,
+                            "lease_ms": lease_ms}, self.op_timeout_s)
+        return Grant(grant.lock, grant.token, lease_ms, grant.handle,
+                     evidence=reply.get("evidence"))
 
-    def release(self, grant: Grant) -> None:
-        self._call({"op": "release", "lock": grant.lock, "token": grant.token},
-                   self.op_timeout_s)
+    def release(self, grant: Grant) -> Mapping[str, Any] | None:
+        reply = self._call({"op": "release", "lock": grant.lock, "token": grant.token},
+                           self.op_timeout_s)
+        evidence: Mapping[str, Any] | None = reply.get("evidence")
+        return evidence
 
     def close(self) -> None:
         if self.program is not None:

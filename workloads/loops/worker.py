@@ -7,12 +7,12 @@ the loop, usable in-process.
 
 The loop: acquire(L) -> k times (read L, think, write read+1, each with the token) -> release ->
 idle. With `renew`, after each read and each write the worker renews if half a lease has passed
-since its last successful acquire/renew invoke. After, not before: a real client's keepalive runs
-beside its main thread, so after a GC pause the pending write goes out before anyone notices the
-lease is gone; renewing first would hide exactly the stale write a pause causes. The worker is
-deliberately not "smart": a lease that surely ran out by its own clock does not stop it. It does
-listen to the services: a refused renew, read or write ends the section (then it releases, which
-the owner check makes harmless). After an `info` the process id is retired (a new one follows,
+since the lease began (a renew's invoke; an acquire's winning attempt if known, else its invoke).
+After, not before: a real client's keepalive runs beside its main thread, so after a GC pause the
+pending write goes out before anyone notices the lease is gone; renewing first would hide exactly
+the stale write a pause causes. The worker is deliberately not "smart": a lease that surely ran out
+by its own clock does not stop it. It does listen to the services: a refused renew, read or write
+ends the section (then it releases). After an `info` the process id is retired (a new one follows,
 DESIGN.md) and the grant is dropped unreleased: the new process id never held it.
 
 Other workloads subclass `Worker` and are chosen by `WorkerConfig.workload` (`WORKLOADS`): the
@@ -155,7 +155,7 @@ class Worker:
         self.stop = stop
         self.generation = 0
         self.rng = random.Random(config.seed * 1_000_003 + config.worker)
-        self._lease_from = 0  # invoke time of the last successful acquire/renew
+        self._lease_from = 0  # start of the current lease: last acquire's attempt, renew's invoke
         self._careless: frozenset[str] = (client.careless if isinstance(client, Careless)
                                           else frozenset())
 
@@ -179,10 +179,10 @@ class Worker:
             # inside the try: a plugin's malformed result is recorded, not a crash
             done = value if ok_value is None else ok_value(result)
         except DefiniteFailure as e:
-            self.events.write(process, "fail", f, value, e.error)
+            self.events.write(process, "fail", f, e.value(value), e.error)
             return Outcome("fail", None, t)
         except Indeterminate as e:
-            self.events.write(process, "info", f, value, e.error)
+            self.events.write(process, "info", f, e.value(value), e.error)
             self.generation += 1
             return Outcome("info", None, t)
         except Exception as e:
@@ -223,15 +223,17 @@ class Worker:
             lambda: client.acquire(lock, c.lease_ms, c.acquire_timeout_s),
             lambda g: self._granted(lock, g),
         )
-        if out.status != "ok":
+        if out.status != "ok" or out.result is None:
             return None
-        self._lease_from = out.invoke_time
+        self._lease_from = max(out.invoke_time,  # from the winning attempt, where known
+                               (out.result.attempt_ns or 0) - self.events.t0_ns)
         return out.result
 
     def _granted(self, lock: str, g: Grant) -> dict[str, Any]:
         """An acquire's ok value; `attempt_ns` on the history's clock where the client knows
         when its winning attempt was sent."""
-        out: dict[str, Any] = {"lock": lock, "lease_ms": self.config.lease_ms, "token": g.token}
+        out = {**(g.evidence or {}), "lock": lock, "lease_ms": self.config.lease_ms,
+               "token": g.token}
         if g.attempt_ns is not None:
             out["attempt_ns"] = max(0, g.attempt_ns - self.events.t0_ns)
         return out
