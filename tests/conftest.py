@@ -196,6 +196,9 @@ GROUPS: dict[str, str] = {
     "tests/e2e/test_third_party_go_jvm.py": "jvm",
     "tests/e2e/test_third_party.py": "jvm",
     "tests/e2e/test_shard.py": "jvm",
+    # Quartz and Spring Integration (three JVMs a run, up to three runs side by side): a group
+    # of their own, beside the jvm group rather than after it on its worker
+    "tests/e2e/test_jvm_schedulers.py": "jvm2",
     # module-scoped ensembles: one start per module rather than one per worker
     "tests/clusters/test_zookeeper.py": "zookeeper",
     "tests/workloads/test_zk_client.py": "zookeeper",

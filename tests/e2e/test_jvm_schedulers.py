@@ -1,0 +1,176 @@
+"""Quartz's clustered scheduler and Spring Integration's lock registries (issue 26), end to end
+through `fencecheck run` (real PostgreSQL and Redis in network namespaces, fixed seeds): what
+must be found and what must not. Built by scripts/build-clients.sh (the README's test command
+runs it); a run that needs a missing build says how to build it, and a client option the program
+would refuse is refused before the run (exit 3).
+
+- `quartz` (the cron workload: one scheduler instance per worker, a job per firing): a pause of
+  the instance executing a firing, past its check-in and Quartz's fixed 7.5 s grace, and the
+  client-clock fault (instances ahead see the others' check-ins as old) make the cluster recover
+  the firing and execute it again: a job run twice. Without faults every job runs once. Quartz
+  needs 7.5 s and more to declare an instance failed and its JVMs start slowly on a loaded
+  machine, so these runs are longer than the suite's usual 5-15 s.
+- `spring-jdbc` / `spring-redis` (JdbcLockRegistry, RedisLockRegistry; no token): a pause past
+  the TTL gives the lock to another while the holder works on; the holder's unlock() then throws,
+  recorded as the release's `unlock_error`. Without faults: nothing.
+- `spring-redis-leader` (LockRegistryLeaderInitiator): a paused leader acts on waking while
+  another has been granted leadership.
+
+A must-find may try a second seed (fault timing is chance); a must-not never retries. Twins run
+side by side (`together`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fencecheck.checker.history import load_ops
+from fencecheck.workloads.clients.build import NotBuilt, command
+from tests.conftest import run_fencecheck
+from tests.e2e.test_run_backends import DAMAGE, kinds, run
+from tests.e2e.test_third_party import found_or_retry, together
+
+pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
+
+CLIENTS = ("quartz", "spring-jdbc", "spring-redis", "spring-redis-leader")
+
+
+@pytest.fixture(autouse=True)
+def built(request: pytest.FixtureRequest) -> None:
+    for name in CLIENTS:
+        if name.replace("-", "_") in request.node.name:
+            try:
+                command(name)
+            except NotBuilt as e:
+                pytest.fail(str(e))  # the README's test command builds them: not a skip
+
+
+# One scheduler instance per worker, a firing every second, check-ins every 500 ms. The lease is
+# the history's claim for a firing: at most the 7.5 s Quartz gives it (jvm_settings.py).
+QUARTZ = ("--workload", "cron", "--idempotent", "--backend", "postgres-advisory", "--client",
+          "quartz", "--concurrency", "3", "--lease-ms", "6000", "--client-opt", "check_in_ms=500")
+# Pauses of the executing instance of 9.5-16 s (1.5-2.5 leases), each ended once the recovered
+# firing has run elsewhere; the cluster declares the instance failed 8-8.5 s after its last
+# check-in. Its three JVMs started in 5-12 s on a loaded machine: 35 s.
+QUARTZ_PAUSE = (*QUARTZ, "--nemesis", "pause", "--time-limit", "35")
+# Jobs of 1.5 s, so that a firing is still executing when the instances whose clocks leap ahead
+# (1-2 check-ins after the fault starts) declare its instance failed; the first fault 8-12 s in,
+# after the JVMs started (a clock leaping ahead fails their connects: Java's Socket.connect
+# times out by the wall clock).
+QUARTZ_CLOCK = (*QUARTZ, "--nemesis", "client-clock", "--interval", "8,12", "--think-ms", "1500",
+                "--time-limit", "45")
+QUARTZ_NONE = (*QUARTZ, "--nemesis", "none", "--time-limit", "30", "--seed", "1")
+
+
+def duplicates(results: dict[str, Any]) -> int:
+    """Jobs run more than once, each extra run kept out of the store by its deduplication."""
+    jobs = results["checks"]["jobs"]
+    assert jobs["mode"] == "correctness"
+    assert jobs["executions_deduplicated"] == jobs["extra_executions"]
+    return int(jobs["jobs_executed_more_than_once"])
+
+
+def recovered(store: Path, name: str) -> list[int]:
+    """The jobs whose firing Quartz executed again as a recovery (the acquire's evidence)."""
+    ops = load_ops(store / name / "latest" / "history.jsonl")
+    return [o.get("job") for o in ops if o.f == "acquire" and o.ok and o.get("recovering")]
+
+
+def quartz_ran_a_job_twice(store: Path, name: str, code: int, results: dict[str, Any]) -> bool:
+    assert code == 0, kinds(results)  # a job run twice is counted, not a violation
+    twice = duplicates(results)
+    if twice:  # and it was Quartz's recovery of a firing it thought lost
+        assert recovered(store, name), "a job ran twice, but no firing was a recovery"
+    return twice > 0
+
+
+def test_quartz_runs_a_firing_twice_under_a_pause_and_clock_skew_and_every_job_once_without(
+        tmp_path: Path) -> None:
+    pause, clock, (code, results) = together(
+        tmp_path, ("quartz-pause-1", (*QUARTZ_PAUSE, "--seed", "1")),
+        ("quartz-clock-1", (*QUARTZ_CLOCK, "--seed", "1")), ("quartz-none", QUARTZ_NONE))
+    assert code == 0, kinds(results)
+    assert results["checks"]["jobs"]["jobs_executed"] >= 10
+    assert duplicates(results) == 0 and recovered(tmp_path, "quartz-none") == []
+    for name, first, args in (("quartz-pause", pause, QUARTZ_PAUSE),
+                              ("quartz-clock", clock, QUARTZ_CLOCK)):
+        if not quartz_ran_a_job_twice(tmp_path, f"{name}-1", *first):
+            again = run(tmp_path, f"{name}-2", *args, "--seed", "2")
+            assert quartz_ran_a_job_twice(tmp_path, f"{name}-2", *again), \
+                f"{name}: no job ran twice in 2 runs"
+
+
+SPRING = ("--concurrency", "3", "--lease-ms", "2000", "--fencing", "off")
+SPRING_NONE = ("--nemesis", "none", "--time-limit", "20", "--seed", "1")
+SPRING_PAUSE = ("--nemesis", "pause", "--time-limit", "25")
+
+
+def lost_lock_said(store: Path, name: str) -> None:
+    """A holder's unlock() after its TTL ran out threw: the release failed, with its words."""
+    ops = load_ops(store / name / "latest" / "history.jsonl")
+    lost = [o for o in ops if o.f == "release" and o.type == "fail" and o.error == "lock-lost"]
+    assert lost, "no release found its lock lost"
+    assert "expiration" in str(lost[0].get("unlock_error"))
+
+
+@pytest.mark.parametrize(("registry", "backend"), [("spring_jdbc", "postgres-advisory"),
+                                                   ("spring_redis", "redis")])
+def test_spring_lock_registries_unfenced_with_pauses_past_the_ttl_are_caught_and_not_without(
+        tmp_path: Path, registry: str, backend: str) -> None:
+    client = registry.replace("_", "-")
+    args = ("--backend", backend, "--client", client, *SPRING)
+    pause, (code, results) = together(
+        tmp_path, (f"{client}-pause-1", (*args, *SPRING_PAUSE, "--seed", "1")),
+        (f"{client}-none", (*args, *SPRING_NONE)))
+    assert code == 0, kinds(results)
+    assert results["stats"]["ops_by_f"]["acquire"]["ok"] > 10
+    name = f"{client}-pause-1"
+    if not (pause[0] == 1 and kinds(pause[1]) & DAMAGE):
+        name = f"{client}-pause-2"
+        pause = run(tmp_path, name, *args, *SPRING_PAUSE, "--seed", "2")
+    assert pause[0] == 1 and kinds(pause[1]) & DAMAGE, f"{client}: no violation in 2 runs"
+    lost_lock_said(tmp_path, name)
+
+
+LEADER = ("--workload", "leader", "--backend", "redis", "--client", "spring-redis-leader",
+          *SPRING, "--nemesis", "pause", "--time-limit", "30")
+
+
+def test_spring_leader_initiator_paused_leader_acts_beside_the_next(tmp_path: Path) -> None:
+    # A paused leader's lock expires, another initiator is granted leadership, and the old one
+    # acts on waking before its heartbeat finds the lock gone: two leaders act.
+    first = run(tmp_path, "spring-redis-leader-pause-1", *LEADER, "--seed", "1")
+    found_or_retry(tmp_path, "spring-redis-leader-pause", DAMAGE, first, *LEADER)
+
+
+@pytest.mark.parametrize(("backend", "client", "option", "field"), [
+    ("postgres-advisory", "quartz", "misfire=sometimes", "misfire"),
+    ("postgres-advisory", "quartz", "idle_wait_ms=10", "idle_wait_ms"),
+    ("redis", "spring-redis", "idle_ms=-1", "idle_ms"),
+    ("redis", "spring-redis-leader", "heartbeat_ms=5000", "heartbeat_ms"),
+])
+def test_an_option_the_program_would_refuse_is_refused_before_the_run(
+        tmp_path: Path, backend: str, client: str, option: str, field: str) -> None:
+    workload = {"quartz": "cron", "spring-redis-leader": "leader"}.get(client, "lock")
+    r = run_fencecheck("run", "--store", str(tmp_path / "store"), "--backend", backend,
+                       "--client", client, "--workload", workload, "--client-opt", option,
+                       timeout=60)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert field in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").iterdir())
+
+
+@pytest.mark.parametrize("client", ["quartz", "spring-jdbc-leader"])
+def test_a_client_that_is_not_built_says_how_to_build_it(tmp_path: Path, client: str) -> None:
+    workload = "cron" if client == "quartz" else "leader"
+    r = run_fencecheck("run", "--store", str(tmp_path / "store"), "--backend",
+                       "postgres-advisory", "--client", client, "--workload", workload,
+                       timeout=60,
+                       env={**os.environ, "FENCECHECK_CLIENT_CACHE": str(tmp_path / "empty")})
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"bash scripts/build-clients.sh {client}" in r.stderr.replace("\n", "")
+    assert "Traceback" not in r.stderr
