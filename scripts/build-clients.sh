@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the shipped third-party lock clients (node-redlock, curator, etcd-go; go-redsync,
 # etcd-go-election, client-go (Kubernetes Lease leader election); redisson, redisson-fenced,
-# shedlock, shedlock-jdbc from Maven Central; kube-apiserver, nats-server) into
+# shedlock, shedlock-jdbc, quartz, spring-jdbc, spring-redis, spring-jdbc-leader,
+# spring-redis-leader from Maven Central; kube-apiserver, nats-server) into
 # /var/cache/fencecheck/clients (or $FENCECHECK_CLIENT_CACHE), cached by source hash: an unchanged
 # client is a no-op. Installs the toolchains and Debian's Curator when they are missing.
 #   bash scripts/build-clients.sh                 all of them
