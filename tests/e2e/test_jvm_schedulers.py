@@ -7,7 +7,8 @@ would refuse is refused before the run (exit 3).
 - `quartz` (the cron workload: one scheduler instance per worker, a job per firing): a pause of
   the instance executing a firing, past its check-in and Quartz's fixed 7.5 s grace, and the
   client-clock fault (instances ahead see the others' check-ins as old) make the cluster recover
-  the firing and execute it again: a job run twice. Without faults every job runs once. Quartz
+  the firing and execute it again: a job run twice (under clock skew beside the original, a
+  double grant too). Without faults every job runs once. Quartz
   needs 7.5 s and more to declare an instance failed and its JVMs start slowly on a loaded
   machine, so these runs are longer than the suite's usual 5-15 s.
 - `spring-jdbc` / `spring-redis` (JdbcLockRegistry, RedisLockRegistry; no token): a pause past
@@ -55,13 +56,15 @@ QUARTZ = ("--workload", "cron", "--idempotent", "--backend", "postgres-advisory"
           "quartz", "--concurrency", "3", "--lease-ms", "6000", "--client-opt", "check_in_ms=500")
 # Pauses of the executing instance of 9.5-16 s (1.5-2.5 leases), each ended once the recovered
 # firing has run elsewhere; the cluster declares the instance failed 8-8.5 s after its last
-# check-in. Its three JVMs started in 5-12 s on a loaded machine: 35 s.
-QUARTZ_PAUSE = (*QUARTZ, "--nemesis", "pause", "--time-limit", "35")
-# Jobs of 1.5 s, so that a firing is still executing when the instances whose clocks leap ahead
-# (1-2 check-ins after the fault starts) declare its instance failed; the first fault 8-12 s in,
-# after the JVMs started (a clock leaping ahead fails their connects: Java's Socket.connect
-# times out by the wall clock).
-QUARTZ_CLOCK = (*QUARTZ, "--nemesis", "client-clock", "--interval", "8,12", "--think-ms", "1500",
+# check-in. Its three JVMs took 5-16 s to fire their first job on a loaded machine (load average
+# 25-45), and a run has room for one or two such pauses: 40 s (35 s: 4 of 10 seeds).
+QUARTZ_PAUSE = (*QUARTZ, "--nemesis", "pause", "--time-limit", "40")
+# Jobs of 3 s, so that a firing is still executing when the instances whose clocks leap ahead
+# declare its instance failed (at their second check-in after the leap, 0.5-1 s in; with jobs of
+# 1.5 s most firings had ended by then: 1 of 10 seeds); the first fault 8-12 s in, after the
+# JVMs started (a clock leaping ahead fails their connects: Java's Socket.connect times out by
+# the wall clock). The recovery then runs beside the original, inside its lease: a double grant.
+QUARTZ_CLOCK = (*QUARTZ, "--nemesis", "client-clock", "--interval", "8,12", "--think-ms", "3000",
                 "--time-limit", "45")
 QUARTZ_NONE = (*QUARTZ, "--nemesis", "none", "--time-limit", "30", "--seed", "1")
 
@@ -80,8 +83,15 @@ def recovered(store: Path, name: str) -> list[int]:
     return [o.get("job") for o in ops if o.f == "acquire" and o.ok and o.get("recovering")]
 
 
-def quartz_ran_a_job_twice(store: Path, name: str, code: int, results: dict[str, Any]) -> bool:
-    assert code == 0, kinds(results)  # a job run twice is counted, not a violation
+def quartz_ran_a_job_twice(store: Path, name: str, code: int, results: dict[str, Any],
+                           overlap: bool = False) -> bool:
+    """A firing executed twice (counted by the jobs check, not a violation); with `overlap`
+    (clock skew: the cluster recovers a firing while it runs) the two executions may also be a
+    double grant, and nothing else."""
+    if overlap:
+        assert code in (0, 1) and kinds(results) <= {"double-grant"}, kinds(results)
+    else:
+        assert code == 0, kinds(results)
     twice = duplicates(results)
     if twice:  # and it was Quartz's recovery of a firing it thought lost
         assert recovered(store, name), "a job ran twice, but no firing was a recovery"
@@ -98,9 +108,10 @@ def test_quartz_runs_a_firing_twice_under_a_pause_and_clock_skew_and_every_job_o
     assert duplicates(results) == 0 and recovered(tmp_path, "quartz-none") == []
     for name, first, args in (("quartz-pause", pause, QUARTZ_PAUSE),
                               ("quartz-clock", clock, QUARTZ_CLOCK)):
-        if not quartz_ran_a_job_twice(tmp_path, f"{name}-1", *first):
+        overlap = name == "quartz-clock"
+        if not quartz_ran_a_job_twice(tmp_path, f"{name}-1", *first, overlap=overlap):
             again = run(tmp_path, f"{name}-2", *args, "--seed", "2")
-            assert quartz_ran_a_job_twice(tmp_path, f"{name}-2", *again), \
+            assert quartz_ran_a_job_twice(tmp_path, f"{name}-2", *again, overlap=overlap), \
                 f"{name}: no job ran twice in 2 runs"
 
 
