@@ -17,8 +17,8 @@ would refuse is refused before the run (exit 3).
 - `spring-redis-leader` (LockRegistryLeaderInitiator): a paused leader acts on waking while
   another has been granted leadership.
 
-A must-find may try a second seed (fault timing is chance); a must-not never retries. Twins run
-side by side (`together`).
+A must-find may try further seeds (fault timing is chance; Quartz's, three at most, one at a
+time); a must-not never retries. Twins run side by side (`together`).
 """
 
 from __future__ import annotations
@@ -112,10 +112,13 @@ def test_quartz_runs_a_firing_twice_under_a_pause_and_clock_skew_and_every_job_o
     for name, first, args in (("quartz-pause", pause, QUARTZ_PAUSE),
                               ("quartz-clock", clock, QUARTZ_CLOCK)):
         overlap = name == "quartz-clock"
-        if not quartz_ran_a_job_twice(tmp_path, f"{name}-1", *first, overlap=overlap):
-            again = run(tmp_path, f"{name}-2", *args, "--seed", "2")
-            assert quartz_ran_a_job_twice(tmp_path, f"{name}-2", *again, overlap=overlap), \
-                f"{name}: no job ran twice in 2 runs"
+        found = quartz_ran_a_job_twice(tmp_path, f"{name}-1", *first, overlap=overlap)
+        for seed in (2, 3):  # one at a time, only while nothing was found
+            if not found:
+                again = run(tmp_path, f"{name}-{seed}", *args, "--seed", str(seed))
+                found = quartz_ran_a_job_twice(tmp_path, f"{name}-{seed}", *again,
+                                               overlap=overlap)
+        assert found, f"{name}: no job ran twice in 3 runs"
 
 
 SPRING = ("--concurrency", "3", "--lease-ms", "2000", "--fencing", "off")
