@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import sys
 
-from fencecheck.descriptors.base import KILL, PAUSE, BackendDescriptor, ClientDescriptor, Need
+from fencecheck.descriptors.base import (
+    KILL,
+    PAUSE,
+    BackendDescriptor,
+    ClientDescriptor,
+    Need,
+    scenario,
+)
 
 BACKEND = BackendDescriptor(
     name="nats",
@@ -15,7 +22,12 @@ BACKEND = BackendDescriptor(
         ClientDescriptor("nats", "fencecheck.workloads.clients.nats:NatsKvClient",
                          library="NATS JetStream KV `create` / `update` at the last revision",
                          dist="nats-py",
-                         token="the lock key's revision at its create"),
+                         token="the lock key's revision at its create",
+                         comparison=(
+                             scenario("none", "must-pass", fencing=None, time_limit_s=10),
+                             scenario("pause", "must-find"),
+                             scenario("pause", "must-pass", fencing=True),
+                         )),
     ),
     token="KV revision",
     nodes=3,
@@ -38,4 +50,5 @@ BACKEND = BackendDescriptor(
         "vDSO, which an LD_PRELOAD shim cannot intercept"
     ),
     preflight="fencecheck.clusters.services.nats_build:binary",
+    server_build="fencecheck.clusters.services.nats_build",
 )

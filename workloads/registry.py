@@ -77,3 +77,15 @@ def make_resource(name: str, options: Mapping[str, Any]) -> Resource:
     cls = _resolve("resource", {r.name: r.spec for r in catalog.resources().values()}, name)
     log.debug("resource %s -> %s.%s", name, cls.__module__, cls.__qualname__)
     return cast(Resource, cls(options))
+
+
+def workload_class(name: str) -> type[Any]:
+    """The Worker class (fencecheck.workloads.loops.worker) of a workload, by its descriptor;
+    WorkloadError naming the known ones for another name."""
+    try:
+        d = catalog.workloads().get(name)
+    except catalog.CatalogError as e:
+        raise WorkloadError(str(e)) from None
+    if d is None:
+        raise WorkloadError(f"workload {name!r} not one of {', '.join(catalog.workloads())}")
+    return load_class(d.worker)

@@ -189,5 +189,5 @@ def test_a_client_that_is_not_built_says_how_to_build_it(tmp_path: Path, client:
                        timeout=60,
                        env={**os.environ, "FENCECHECK_CLIENT_CACHE": str(tmp_path / "empty")})
     assert r.returncode == 3, r.stdout + r.stderr
-    assert f"bash scripts/build-clients.sh {client}" in r.stderr.replace("\n", "")
+    assert f"fencecheck build {client}" in r.stderr.replace("\n", "")
     assert "Traceback" not in r.stderr

@@ -19,7 +19,8 @@ from fencecheck.workloads.clients import build as build_module
 
 GO = {"etcd-go", "go-redsync", "etcd-go-election", "client-go"}
 SPRING = {"spring-jdbc", "spring-jdbc-leader", "spring-redis", "spring-redis-leader"}
-JAVA = {"curator", "redisson", "redisson-fenced", "shedlock", "shedlock-jdbc", "quartz", *SPRING}
+JAVA = {"curator", "redisson", "redisson-fenced", "shedlock", "shedlock-jdbc", "hazelcast-java",
+        "quartz", *SPRING}
 
 
 def hashes() -> dict[str, str]:
