@@ -1,6 +1,6 @@
 """Quartz's clustered scheduler and Spring Integration's lock registries (issue 26), end to end
 through `fencecheck run` (real PostgreSQL and Redis in network namespaces, fixed seeds): what
-must be found and what must not. Built by scripts/build-clients.sh (the README's test command
+must be found and what must not. Built by `fencecheck build` (the README's test command
 runs it); a run that needs a missing build says how to build it, and a client option the program
 would refuse is refused before the run (exit 3).
 
@@ -17,13 +17,17 @@ would refuse is refused before the run (exit 3).
 - `spring-redis-leader` (LockRegistryLeaderInitiator): a paused leader acts on waking while
   another has been granted leadership.
 
-A must-find may try further seeds (fault timing is chance; Quartz's, three at most, one at a
-time); a must-not never retries. Twins run side by side (`together`).
+A must-find may try further seeds (fault timing and the JVMs' start under load are chance: three
+seeds at most, one at a time). A must-not never retries a violation; a run that decided nothing
+or did too little to judge (UNKNOWN, or ten jobs or grants at most: its three JVMs answered late
+on a loaded machine) is run once more. Twins run side by side.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +35,56 @@ import pytest
 
 from fencecheck.checker.history import load_ops
 from fencecheck.workloads.clients.build import NotBuilt, command
-from tests.conftest import run_fencecheck
-from tests.e2e.test_run_backends import DAMAGE, kinds, run
-from tests.e2e.test_third_party import found_or_retry, together
+from tests.conftest import at_once, fc_namespaces, run_fencecheck
+from tests.e2e.test_run_backends import DAMAGE, kinds
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
+
+
+Outcome = tuple[int, dict[str, Any]]
+
+
+def run(store: Path, name: str, *args: str) -> Outcome:
+    """`fencecheck run`'s exit code and results; an UNKNOWN run (exit 2) is (2, {})."""
+    r = run_fencecheck("run", "--store", str(store), "--name", name, *args, timeout=300)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode in (0, 1, 2), r.stdout + r.stderr
+    run_dir = (store / name / "latest").resolve()
+    assert not fc_namespaces(json.loads((run_dir / "test.json").read_text())["run_id"])
+    if r.returncode == 2:
+        return 2, {}
+    return r.returncode, json.loads((run_dir / "results.json").read_text())
+
+
+def together(store: Path, *runs: tuple[str, tuple[str, ...]]) -> list[Outcome]:
+    """`run` of every (name, args) at once, in order; all have ended when it returns."""
+    return at_once(*((lambda n=name, a=args: run(store, n, *a)) for name, args in runs))
+
+
+def decided(store: Path, name: str, first: Outcome, args: tuple[str, ...],
+            enough: Callable[[dict[str, Any]], bool]) -> tuple[str, Outcome]:
+    """A must-pass run's name and outcome: `first`'s, or if it decided nothing (UNKNOWN) or did
+    too little to judge (`enough` says: its JVMs answered late on a loaded machine), those of one
+    more run of the same arguments, alone. A violation is never run again."""
+    if first[0] == 1 or (first[0] == 0 and enough(first[1])):
+        return name, first
+    return f"{name}-again", run(store, f"{name}-again", *args)
+
+
+def found_in_seeds(store: Path, name: str, first: Outcome, args: tuple[str, ...],
+                   found: Callable[[str, Outcome], bool], seeds: tuple[int, ...] = (2, 3)) -> str:
+    """The name of the first run whose outcome `found` accepts: the seed-1 run `first` (run
+    beside its twins), else the further `seeds`, one at a time."""
+    if found(f"{name}-1", first):
+        return f"{name}-1"
+    for seed in seeds:
+        if found(f"{name}-{seed}", run(store, f"{name}-{seed}", *args, "--seed", str(seed))):
+            return f"{name}-{seed}"
+    raise AssertionError(f"{name}: nothing found in {1 + len(seeds)} runs")
+
+
+def violated(_name: str, outcome: Outcome) -> bool:
+    return outcome[0] == 1 and bool(kinds(outcome[1]) & DAMAGE)
 
 CLIENTS = ("quartz", "spring-jdbc", "spring-redis", "spring-redis-leader")
 
@@ -83,12 +132,13 @@ def recovered(store: Path, name: str) -> list[int]:
     return [o.get("job") for o in ops if o.f == "acquire" and o.ok and o.get("recovering")]
 
 
-def quartz_ran_a_job_twice(store: Path, name: str, code: int, results: dict[str, Any],
+def quartz_ran_a_job_twice(store: Path, name: str, outcome: Outcome,
                            overlap: bool = False) -> bool:
     """A firing executed twice (counted by the jobs check, not a violation); with `overlap`
     (clock skew: the cluster recovers a firing while it runs) the two executions may also be a
     double grant, and nothing else. A run in which no job ran (UNKNOWN: three JVMs under a loaded
     machine, or leaping clocks, had not fired one before it ended) found nothing."""
+    code, results = outcome
     if code == 2:
         return False
     if overlap:
@@ -101,24 +151,23 @@ def quartz_ran_a_job_twice(store: Path, name: str, code: int, results: dict[str,
     return twice > 0
 
 
+def ten_jobs(results: dict[str, Any]) -> bool:
+    return "jobs" in results["checks"] and results["checks"]["jobs"]["jobs_executed"] >= 10
+
+
 def test_quartz_runs_a_firing_twice_under_a_pause_and_clock_skew_and_every_job_once_without(
         tmp_path: Path) -> None:
-    pause, clock, (code, results) = together(
+    pause, clock, none = together(
         tmp_path, ("quartz-pause-1", (*QUARTZ_PAUSE, "--seed", "1")),
         ("quartz-clock-1", (*QUARTZ_CLOCK, "--seed", "1")), ("quartz-none", QUARTZ_NONE))
+    name, (code, results) = decided(tmp_path, "quartz-none", none, QUARTZ_NONE, ten_jobs)
     assert code == 0, kinds(results)
-    assert results["checks"]["jobs"]["jobs_executed"] >= 10
-    assert duplicates(results) == 0 and recovered(tmp_path, "quartz-none") == []
-    for name, first, args in (("quartz-pause", pause, QUARTZ_PAUSE),
-                              ("quartz-clock", clock, QUARTZ_CLOCK)):
-        overlap = name == "quartz-clock"
-        found = quartz_ran_a_job_twice(tmp_path, f"{name}-1", *first, overlap=overlap)
-        for seed in (2, 3):  # one at a time, only while nothing was found
-            if not found:
-                again = run(tmp_path, f"{name}-{seed}", *args, "--seed", str(seed))
-                found = quartz_ran_a_job_twice(tmp_path, f"{name}-{seed}", *again,
-                                               overlap=overlap)
-        assert found, f"{name}: no job ran twice in 3 runs"
+    assert ten_jobs(results)
+    assert duplicates(results) == 0 and recovered(tmp_path, name) == []
+    found_in_seeds(tmp_path, "quartz-pause", pause, QUARTZ_PAUSE,
+                   lambda name, o: quartz_ran_a_job_twice(tmp_path, name, o))
+    found_in_seeds(tmp_path, "quartz-clock", clock, QUARTZ_CLOCK,
+                   lambda name, o: quartz_ran_a_job_twice(tmp_path, name, o, overlap=True))
 
 
 SPRING = ("--concurrency", "3", "--lease-ms", "2000", "--fencing", "off")
@@ -134,22 +183,24 @@ def lost_lock_said(store: Path, name: str) -> None:
     assert "expiration" in str(lost[0].get("unlock_error"))
 
 
+def over_ten_grants(results: dict[str, Any]) -> bool:
+    return int(results["stats"]["ops_by_f"].get("acquire", {}).get("ok", 0)) > 10
+
+
 @pytest.mark.parametrize(("registry", "backend"), [("spring_jdbc", "postgres-advisory"),
                                                    ("spring_redis", "redis")])
 def test_spring_lock_registries_unfenced_with_pauses_past_the_ttl_are_caught_and_not_without(
         tmp_path: Path, registry: str, backend: str) -> None:
     client = registry.replace("_", "-")
     args = ("--backend", backend, "--client", client, *SPRING)
-    pause, (code, results) = together(
+    pause, none = together(
         tmp_path, (f"{client}-pause-1", (*args, *SPRING_PAUSE, "--seed", "1")),
         (f"{client}-none", (*args, *SPRING_NONE)))
+    _, (code, results) = decided(tmp_path, f"{client}-none", none, (*args, *SPRING_NONE),
+                                 over_ten_grants)
     assert code == 0, kinds(results)
-    assert results["stats"]["ops_by_f"]["acquire"]["ok"] > 10
-    name = f"{client}-pause-1"
-    if not (pause[0] == 1 and kinds(pause[1]) & DAMAGE):
-        name = f"{client}-pause-2"
-        pause = run(tmp_path, name, *args, *SPRING_PAUSE, "--seed", "2")
-    assert pause[0] == 1 and kinds(pause[1]) & DAMAGE, f"{client}: no violation in 2 runs"
+    assert over_ten_grants(results)
+    name = found_in_seeds(tmp_path, f"{client}-pause", pause, (*args, *SPRING_PAUSE), violated)
     lost_lock_said(tmp_path, name)
 
 
@@ -161,7 +212,7 @@ def test_spring_leader_initiator_paused_leader_acts_beside_the_next(tmp_path: Pa
     # A paused leader's lock expires, another initiator is granted leadership, and the old one
     # acts on waking before its heartbeat finds the lock gone: two leaders act.
     first = run(tmp_path, "spring-redis-leader-pause-1", *LEADER, "--seed", "1")
-    found_or_retry(tmp_path, "spring-redis-leader-pause", DAMAGE, first, *LEADER)
+    found_in_seeds(tmp_path, "spring-redis-leader-pause", first, LEADER, violated)
 
 
 @pytest.mark.parametrize(("backend", "client", "option", "field"), [
