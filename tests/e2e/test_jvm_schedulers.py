@@ -103,8 +103,12 @@ def built(request: pytest.FixtureRequest) -> None:
 
 # One scheduler instance per worker, a firing every second, check-ins every 500 ms. The lease is
 # the history's claim for a firing: at most the 7.5 s Quartz gives it (jvm_settings.py).
+# A JVM's first reply may take 90 s, not the stdio client's default 30: at load average 40-48
+# Spring's three JVMs had not answered in 36 s, and each restart began their start-up again.
+PATIENT = ("--client-opt", "start_timeout_s=90")
 QUARTZ = ("--workload", "cron", "--idempotent", "--backend", "postgres-advisory", "--client",
-          "quartz", "--concurrency", "3", "--lease-ms", "6000", "--client-opt", "check_in_ms=500")
+          "quartz", "--concurrency", "3", "--lease-ms", "6000", "--client-opt", "check_in_ms=500",
+          *PATIENT)
 # Pauses of the executing instance of 9.5-16 s (1.5-2.5 leases), each ended once the recovered
 # firing has run elsewhere; the cluster declares the instance failed 8-8.5 s after its last
 # check-in. Its three JVMs took 5-16 s to fire their first job on a loaded machine (load average
@@ -146,7 +150,7 @@ def quartz_ran_a_job_twice(store: Path, name: str, outcome: Outcome,
     if overlap:
         assert code in (0, 1) and kinds(results) <= {"double-grant"}, kinds(results)
     else:
-        assert code == 0, kinds(results)
+        assert code == 0, kinds(results) if code == 1 else "UNKNOWN twice: the JVMs did not answer"
     twice = duplicates(results)
     if twice:  # and it was Quartz's recovery of a firing it thought lost
         assert recovered(store, name), "a job ran twice, but no firing was a recovery"
@@ -163,7 +167,7 @@ def test_quartz_runs_a_firing_twice_under_a_pause_and_clock_skew_and_every_job_o
         tmp_path, ("quartz-pause-1", (*QUARTZ_PAUSE, "--seed", "1")),
         ("quartz-clock-1", (*QUARTZ_CLOCK, "--seed", "1")), ("quartz-none", QUARTZ_NONE))
     name, (code, results) = decided(tmp_path, "quartz-none", none, QUARTZ_NONE, ten_jobs)
-    assert code == 0, kinds(results)
+    assert code == 0, kinds(results) if code == 1 else "UNKNOWN twice: the JVMs did not answer"
     assert ten_jobs(results)
     assert duplicates(results) == 0 and recovered(tmp_path, name) == []
     found_in_seeds(tmp_path, "quartz-pause", pause, QUARTZ_PAUSE,
@@ -172,7 +176,7 @@ def test_quartz_runs_a_firing_twice_under_a_pause_and_clock_skew_and_every_job_o
                    lambda name, o: quartz_ran_a_job_twice(tmp_path, name, o, overlap=True))
 
 
-SPRING = ("--concurrency", "3", "--lease-ms", "2000", "--fencing", "off")
+SPRING = ("--concurrency", "3", "--lease-ms", "2000", "--fencing", "off", *PATIENT)
 SPRING_NONE = ("--nemesis", "none", "--time-limit", "20", "--seed", "1")
 SPRING_PAUSE = ("--nemesis", "pause", "--time-limit", "25")
 
@@ -200,7 +204,7 @@ def test_spring_lock_registries_unfenced_with_pauses_past_the_ttl_are_caught_and
         (f"{client}-none", (*args, *SPRING_NONE)))
     _, (code, results) = decided(tmp_path, f"{client}-none", none, (*args, *SPRING_NONE),
                                  over_ten_grants)
-    assert code == 0, kinds(results)
+    assert code == 0, kinds(results) if code == 1 else "UNKNOWN twice: the JVMs did not answer"
     assert over_ten_grants(results)
     name = found_in_seeds(tmp_path, f"{client}-pause", pause, (*args, *SPRING_PAUSE), violated)
     lost_lock_said(tmp_path, name)
