@@ -171,8 +171,8 @@ def test_quartz_runs_a_firing_twice_under_a_pause_and_clock_skew_and_every_job_o
     assert ten_jobs(results)
     assert duplicates(results) == 0 and recovered(tmp_path, name) == []
     # overlap under a pause too: at load average 20-40 one pause run (seed 2) also showed double
-    # grants (the woken instance's firing beside its recovery; not yet explained, see
-    # docs/findings/jvm-schedulers.md); the benchmark's ten seeds at 40 s had none
+    # grants (after the recovery, the woken instance and another executed different firings of
+    # the job at once: docs/findings/jvm-schedulers.md); the benchmark's ten seeds had none
     found_in_seeds(tmp_path, "quartz-pause", pause, QUARTZ_PAUSE,
                    lambda name, o: quartz_ran_a_job_twice(tmp_path, name, o, overlap=True))
     found_in_seeds(tmp_path, "quartz-clock", clock, QUARTZ_CLOCK,
