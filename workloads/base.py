@@ -16,10 +16,10 @@ class WorkloadError(Exception):
     """Root error of the workloads package."""
 
 
-class _Outcome(WorkloadError):
-    """An operation that did not complete ok: `error` is the short code the history records;
-    `evidence`, what the library said beyond it (an unlock's exception message), is added to
-    the completion's value."""
+class DefiniteFailure(WorkloadError):
+    """The operation surely did not happen. `error` is the short code the history records;
+    `evidence`, what the library was seen doing (workloads/evidence.py), joins the completion
+    value."""
 
     def __init__(self, error: str, detail: str = "",
                  evidence: Mapping[str, Any] | None = None) -> None:
@@ -27,17 +27,15 @@ class _Outcome(WorkloadError):
         self.error = error
         self.evidence = evidence
 
-    def value(self, value: dict[str, Any]) -> dict[str, Any]:
-        """The completion's value: the invoke's, with the evidence (never replacing a key)."""
-        return value if not self.evidence else {**self.evidence, **value}
 
+class Indeterminate(WorkloadError):
+    """The operation may or may not have happened (`evidence` as for DefiniteFailure)."""
 
-class DefiniteFailure(_Outcome):
-    """The operation surely did not happen."""
-
-
-class Indeterminate(_Outcome):
-    """The operation may or may not have happened."""
+    def __init__(self, error: str, detail: str = "",
+                 evidence: Mapping[str, Any] | None = None) -> None:
+        super().__init__(f"{error}: {detail}" if detail else error)
+        self.error = error
+        self.evidence = evidence
 
 
 class StaleToken(DefiniteFailure):
@@ -52,7 +50,8 @@ class Grant:
     """A held lock. `token` is the fencing token, or None where the backend has none; `handle`
     is the client's private state (owner value, lease id, recipe object); `evidence` is what
     the service reported doing beyond the grant (a careless renew names the lock it extended),
-    recorded in the operation's ok value."""
+    merged into the operation's ok value (a library's own steps go under its "evidence" key:
+    workloads/evidence.py)."""
 
     lock: str
     token: int | None

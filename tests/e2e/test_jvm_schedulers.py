@@ -135,7 +135,8 @@ def duplicates(results: dict[str, Any]) -> int:
 def recovered(store: Path, name: str) -> list[int]:
     """The jobs whose firing Quartz executed again as a recovery (the acquire's evidence)."""
     ops = load_ops(store / name / "latest" / "history.jsonl")
-    return [o.get("job") for o in ops if o.f == "acquire" and o.ok and o.get("recovering")]
+    said = [o.get("evidence") or {} for o in ops if o.f == "acquire" and o.ok]
+    return [e.get("job") for e in said if e.get("recovering")]
 
 
 def quartz_ran_a_job_twice(store: Path, name: str, outcome: Outcome,
@@ -189,7 +190,7 @@ def lost_lock_said(store: Path, name: str) -> None:
     ops = load_ops(store / name / "latest" / "history.jsonl")
     lost = [o for o in ops if o.f == "release" and o.type == "fail" and o.error == "lock-lost"]
     assert lost, "no release found its lock lost"
-    assert "expiration" in str(lost[0].get("unlock_error"))
+    assert "expiration" in str((lost[0].get("evidence") or {}).get("unlock_error"))
 
 
 def over_ten_grants(results: dict[str, Any]) -> bool:

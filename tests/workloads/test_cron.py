@@ -258,11 +258,12 @@ def test_a_scheduler_names_the_job_it_fired_and_a_job_fired_twice_runs_twice(
     ops = load_ops(tmp_path / "history.jsonl")
     assert not [o for o in ops if o.f == "read"]  # the scheduler decides: no record read
     grants = [o for o in ops if o.f == "acquire" and o.ok]
-    assert [(o.get("job"), o.get("recovering")) for o in grants] == [
-        (0, False), (1, False), (1, True)]
+    assert [o.get("evidence") for o in grants] == [  # under the op value's "evidence"
+        {"job": 0, "recovering": False}, {"job": 1, "recovering": False},
+        {"job": 1, "recovering": True}]
     writes = [(o.get("job"), o.get("applied")) for o in ops if o.f == "write" and o.ok]
     assert writes == [(0, True), (1, True), (1, False)]  # job 1 twice, deduplicated
     lost = [o for o in ops if o.f == "release" and o.type == "fail"]
     assert len(lost) == 1 and lost[0].error == "lock-lost"
-    assert lost[0].get("unlock_error") == "ConcurrentModificationException: lost"
+    assert lost[0].get("evidence") == {"unlock_error": "ConcurrentModificationException: lost"}
     assert check_jobs(ops).details["jobs_executed_more_than_once"] == 1

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
+from fencecheck.workloads.evidence import EVIDENCE, anchor
 from fencecheck.workloads.notices import Sink
 from fencecheck.workloads.options import endpoints, op_timeout_s
 
@@ -45,9 +46,6 @@ DEFAULT_START_TIMEOUT_S = 30.0
 # Slack on top of each op's own timeout, for the round trip through the pipe.
 DEFAULT_GRACE_S = 1.0
 _PR_SET_PDEATHSIG = 1
-# The worker's own keys of an operation's value: a reply's `evidence` adds to them, never
-# replaces one.
-RESERVED = frozenset({"lock", "token", "lease_ms", "key", "value", "attempt_ns"})
 
 
 def parse_cmd(cmd: str | Sequence[str]) -> list[str]:
@@ -231,11 +229,14 @@ def parse_reply(line: bytes, request_id: int) -> dict[str, Any]:
     if error is not None and not isinstance(error, str):
         raise Indeterminate("client-protocol", f"error {error!r} is not a string")
     evidence = reply.get("evidence")
-    if evidence is not None and (not isinstance(evidence, dict)
-                                 or not RESERVED.isdisjoint(evidence)):
-        raise Indeterminate("client-protocol", f"evidence {evidence!r} is not an object "
-                            f"without the keys {', '.join(sorted(RESERVED))}")
+    if evidence is not None and not isinstance(evidence, dict):
+        raise Indeterminate("client-protocol", f"evidence {evidence!r} is not an object")
     return reply
+
+
+def _ok_value(reply: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What an ok reply adds to the op's value: the program's evidence, if it sent any."""
+    return {EVIDENCE: reply["evidence"]} if reply.get("evidence") else None
 
 
 class StdioClient:
@@ -300,12 +301,14 @@ class StdioClient:
             self._replace(program)
             raise
         program.fresh = False
+        evidence = anchor(reply["evidence"], sent) if reply.get("evidence") else None
         if reply["status"] == "fail":
-            raise DefiniteFailure(reply.get("error") or "refused", evidence=reply.get("evidence"))
+            raise DefiniteFailure(reply.get("error") or "refused", evidence=evidence)
         if reply["status"] == "info":
-            raise Indeterminate(reply.get("error") or "unknown", evidence=reply.get("evidence"))
+            raise Indeterminate(reply.get("error") or "unknown", evidence=evidence)
         if reply.get("attempt_ns") is not None:
             reply["attempt_monotonic_ns"] = sent + int(reply["attempt_ns"])
+        reply["evidence"] = evidence
         return reply
 
     def _replace(self, program: _Program) -> None:
@@ -317,19 +320,17 @@ class StdioClient:
         reply = self._call({"op": "acquire", "lock": lock, "lease_ms": lease_ms,
                             "timeout_ms": int(timeout_s * 1000)}, timeout_s)
         return Grant(lock, reply.get("token"), lease_ms,
-                     attempt_ns=reply.get("attempt_monotonic_ns"), evidence=reply.get("evidence"))
+                     attempt_ns=reply.get("attempt_monotonic_ns"), evidence=_ok_value(reply))
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         reply = self._call({"op": "renew", "lock": grant.lock, "token": grant.token,
                             "lease_ms": lease_ms}, self.op_timeout_s)
-        return Grant(grant.lock, grant.token, lease_ms, grant.handle,
-                     evidence=reply.get("evidence"))
+        return Grant(grant.lock, grant.token, lease_ms, grant.handle, evidence=_ok_value(reply))
 
     def release(self, grant: Grant) -> Mapping[str, Any] | None:
         reply = self._call({"op": "release", "lock": grant.lock, "token": grant.token},
                            self.op_timeout_s)
-        evidence: Mapping[str, Any] | None = reply.get("evidence")
-        return evidence
+        return _ok_value(reply)
 
     def close(self) -> None:
         if self.program is not None:

@@ -9,7 +9,7 @@ It believes its record: a runner paused between reading the record and writing e
 another runner has done meanwhile; that duplicate is what the workload measures.
 
 A client that is a scheduler itself (Quartz: its cluster decides which job fires where) names
-the job its library fired in the acquire's ok value, `"job": n` (the grant's evidence). The
+the job its library fired in the acquire's evidence, `"job": n`. The
 runner then executes that job alone, without reading the record: a job the library fires twice is
 executed twice.
 
@@ -89,7 +89,7 @@ class CronWorker(Worker):
     def _run_due(self, grant: Grant) -> Grant | None:
         """Execute due jobs after the record, or the one job the library fired. Returns the
         grant to release, or None to drop."""
-        fired = (grant.evidence or {}).get("job")
+        fired = ((grant.evidence or {}).get("evidence") or {}).get("job")
         if type(fired) is int:
             self._sleep(self.config.think_ms)  # the job's work
             if self.stop():

@@ -7,13 +7,13 @@ the loop, usable in-process.
 
 The loop: acquire(L) -> k times (read L, think, write read+1, each with the token) -> release ->
 idle. With `renew`, after each read and each write the worker renews if half a lease has passed
-since the lease began (a renew's invoke, an acquire's winning attempt where known). After, not
-before: a real client's keepalive runs beside its main thread, so after a GC pause the pending
-write goes out before anyone notices the lease is gone; renewing first would hide exactly the
-stale write a pause causes. The worker is deliberately not "smart": a lease that surely ran out by
-its own clock does not stop it. It does listen to the services: a refused renew, read or write
-ends the section (then it releases, harmless by the owner check), as does a lost-lock notice with
-`notices=stop`. After an `info` the process id is retired (DESIGN.md); the grant is dropped.
+since its last successful acquire/renew invoke. After, not before: a real client's keepalive runs
+beside its main thread, so after a GC pause the pending write goes out before anyone notices the
+lease is gone; renewing first would hide exactly the stale write a pause causes. The worker is
+deliberately not "smart": a lease that surely ran out by its own clock does not stop it. It does
+listen to the services: a refused renew, read or write ends the section (then it releases, which
+the owner check makes harmless), as does a lost-lock notice with `notices=stop`. After an `info`
+the process id is retired (a new one follows, DESIGN.md) and the grant is dropped unreleased.
 
 Other workloads subclass `Worker` and are chosen by `WorkerConfig.workload`, by their descriptor
 (descriptors/workloads.py, or a plugin's in the entry-point group `fencecheck.workloads`): the
@@ -47,6 +47,7 @@ from fencecheck.workloads.base import (
     WorkloadError,
 )
 from fencecheck.workloads.eventlog import EventLog
+from fencecheck.workloads.evidence import with_evidence
 from fencecheck.workloads.notices import NoticeBoard
 from fencecheck.workloads.registry import make_client, make_resource, workload_class
 
@@ -155,7 +156,7 @@ class Worker:
         self.stop = stop
         self.generation = 0
         self.rng = random.Random(config.seed * 1_000_003 + config.worker)
-        self._lease_from = 0  # start of the current lease: last acquire's attempt, renew's invoke
+        self._lease_from = 0  # invoke time of the last successful acquire/renew
         self._careless: frozenset[str] = (client.careless if isinstance(client, Careless)
                                           else frozenset())
         self.notices = NoticeBoard.listen(self)  # the lock library's lost-lock notices
@@ -182,10 +183,10 @@ class Worker:
             # inside the try: a plugin's malformed result is recorded, not a crash
             done = value if ok_value is None else ok_value(result)
         except DefiniteFailure as e:
-            self.events.write(process, "fail", f, e.value(value), e.error)
+            self.events.write(process, "fail", f, with_evidence(value, e.evidence), e.error)
             return Outcome("fail", None, t)
         except Indeterminate as e:
-            self.events.write(process, "info", f, e.value(value), e.error)
+            self.events.write(process, "info", f, with_evidence(value, e.evidence), e.error)
             self.generation += 1
             return Outcome("info", None, t)
         except Exception as e:
@@ -233,11 +234,10 @@ class Worker:
     def _granted(self, lock: str, g: Grant) -> dict[str, Any]:
         """An acquire's ok value; `attempt_ns` on the history's clock where the client knows
         when its winning attempt was sent."""
-        out = {**(g.evidence or {}), "lock": lock, "lease_ms": self.config.lease_ms,
-               "token": g.token}
+        out: dict[str, Any] = {"lock": lock, "lease_ms": self.config.lease_ms, "token": g.token}
         if g.attempt_ns is not None:
             out["attempt_ns"] = max(0, g.attempt_ns - self.events.t0_ns)
-        return out
+        return {**out, **(g.evidence or {})}
 
     def _section(self, grant: Grant) -> Grant | None:
         """Reads and writes under `grant`. Returns the grant to release, or None to drop it."""
