@@ -32,6 +32,17 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
+def jobs_twice(run_dir: str | None) -> int | None:
+    """A cron run's jobs executed more than once (the jobs check; a scheduler's duplicate
+    firings are counted there, not as violations), None for other runs."""
+    path = Path(run_dir or "") / "results.json"
+    if not run_dir or not path.is_file():
+        return None
+    jobs = json.loads(path.read_text()).get("checks", {}).get("jobs", {})
+    twice = jobs.get("jobs_executed_more_than_once")
+    return twice if isinstance(twice, int) else None
+
+
 def run_matrix(matrix: Path, jobs: str, only: list[str], store: Path) -> dict[str, Any]:
     out_dir = store / "_matrix" / "bench"
     argv = [sys.executable, "-m", "fencecheck", "matrix", str(matrix), "--store", str(store),
@@ -57,7 +68,7 @@ def run_matrix(matrix: Path, jobs: str, only: list[str], store: Path) -> dict[st
                 "row": row["row"], "seed": run["seed"], "expect": row["expect"],
                 "verdict": run["verdict"], "met": row["met"], "wall_s": run["duration_s"],
                 "time_limit_s": limit, "overhead_s": round(run["duration_s"] - limit, 2),
-                "ready_s": test.get("ready_s"),
+                "ready_s": test.get("ready_s"), "jobs_twice": jobs_twice(run["run_dir"]),
             })
     met = sum(1 for row in summary["rows"] if row["met"])
     return {"jobs": jobs, "wall_s": round(wall_s, 1), "exit_code": proc.returncode,
@@ -98,12 +109,15 @@ def main() -> int:
               f"exit {res['exit_code']}", flush=True)
         found: dict[str, list[int]] = {}
         for r in res["runs"]:
-            tally = found.setdefault(r["row"], [0, 0])
+            tally = found.setdefault(r["row"], [0, 0, 0, 0])
             tally[0] += str(r["verdict"]).lower() == "invalid"
             tally[1] += 1
-        for row_name, (hits, n) in found.items():
+            tally[2] += r["jobs_twice"] is not None
+            tally[3] += bool(r["jobs_twice"])
+        for row_name, (hits, n, cron, twice) in found.items():
             if n > 1:
-                print(f"[jobs {jobs}] {row_name:<32} found in {hits}/{n} seeds")
+                jobs_note = f"; a job executed twice in {twice}/{n} seeds" if cron else ""
+                print(f"[jobs {jobs}] {row_name:<32} found in {hits}/{n} seeds{jobs_note}")
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)
     first = results[0]

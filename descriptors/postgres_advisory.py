@@ -13,6 +13,13 @@ from fencecheck.descriptors.base import (
     Program,
     scenario,
 )
+from fencecheck.descriptors.jvm_programs import (
+    PG_SCHEMA,
+    QUARTZ_COMPARED,
+    SPRING_JDBC_COMPARED,
+    SPRING_LEADER_COMPARED,
+    spring_program,
+)
 from fencecheck.descriptors.rows import LONG_SECTION
 
 BACKEND = BackendDescriptor(
@@ -81,6 +88,41 @@ BACKEND = BackendDescriptor(
                          concurrency=3, time_limit_s=20,
                          workload_options={"think_ms": 100, "idempotent": True}),
             ),
+        ),
+        # Quartz's clustered scheduler: its cluster decides which instance executes a firing
+        ClientDescriptor(
+            "quartz",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Quartz clustered `JobStoreTX` (a job per firing)",
+            program=Program("java/quartz", "maven", "QuartzClient", shared=(PG_SCHEMA,),
+                            pins=("quartz", "quartz")),
+            token=None,
+            workloads=frozenset({"cron"}),
+            settings_check="fencecheck.workloads.clients.jvm_settings:check_quartz",
+            weight=1,
+            comparison=QUARTZ_COMPARED,
+        ),
+        ClientDescriptor(
+            "spring-jdbc",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Spring Integration `JdbcLockRegistry` (INT_LOCK, TTL)",
+            program=spring_program("jdbc"),
+            token=None,
+            workloads=frozenset({"lock"}),
+            settings_check="fencecheck.workloads.clients.jvm_settings:check_spring",
+            weight=1,
+            comparison=SPRING_JDBC_COMPARED,
+        ),
+        ClientDescriptor(
+            "spring-jdbc-leader",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Spring Integration `LockRegistryLeaderInitiator` over `JdbcLockRegistry`",
+            program=spring_program("jdbc-leader"),
+            token=None,
+            workloads=frozenset({"leader"}),
+            settings_check="fencecheck.workloads.clients.jvm_settings:check_spring_leader",
+            weight=1,
+            comparison=SPRING_LEADER_COMPARED,
         ),
     ),
     token="pg-advisory-counter: yes",

@@ -13,6 +13,11 @@ from fencecheck.descriptors.base import (
     Program,
     scenario,
 )
+from fencecheck.descriptors.jvm_programs import (
+    SPRING_LEADER_COMPARED,
+    SPRING_REDIS_COMPARED,
+    spring_program,
+)
 from fencecheck.descriptors.rows import CLOCK_JUMP, LONG_SECTION, RESTART_EMPTY
 
 REDIS_NEEDS = (Need("redis", binary="redis-server", package="redis-server"),)
@@ -129,6 +134,30 @@ BACKEND = BackendDescriptor(
         ),
         # Redisson's RLock and RFencedLock (watchdog renewal), built by `fencecheck build`
         *redisson_clients("", "INCR per grant", compared=True),
+        # Spring Integration's RedisLockRegistry, and its leader initiator over it (the program
+        # of postgres-advisory's spring-jdbc, in another mode)
+        ClientDescriptor(
+            "spring-redis",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Spring Integration `RedisLockRegistry` (TTL)",
+            program=spring_program("redis"),
+            token=None,
+            workloads=frozenset({"lock"}),
+            settings_check="fencecheck.workloads.clients.jvm_settings:check_spring",
+            weight=1,
+            comparison=SPRING_REDIS_COMPARED,
+        ),
+        ClientDescriptor(
+            "spring-redis-leader",
+            "fencecheck.workloads.clients.third_party:ShippedClient",
+            library="Spring Integration `LockRegistryLeaderInitiator` over `RedisLockRegistry`",
+            program=spring_program("redis-leader"),
+            token=None,
+            workloads=frozenset({"leader"}),
+            settings_check="fencecheck.workloads.clients.jvm_settings:check_spring_leader",
+            weight=1,
+            comparison=SPRING_LEADER_COMPARED,
+        ),
         # ShedLock's Redis provider (scheduled jobs run once), built by `fencecheck build`
         ClientDescriptor(
             "shedlock",

@@ -215,6 +215,9 @@ GROUPS: dict[str, str] = {
     # a matrix run three times over (the shards) beside the unsharded one: the suite's slowest
     # test (about 150 s), in a group of its own so that it is not in series with the JVM ones
     "tests/e2e/test_shard.py": "shard",
+    # Quartz and Spring Integration (three JVMs a run, up to three runs side by side): a group
+    # of their own, beside the jvm group rather than after it on its worker
+    "tests/e2e/test_jvm_schedulers.py": "jvm2",
     # module-scoped ensembles: one start per module rather than one per worker
     "tests/clusters/test_zookeeper.py": "zookeeper",
     "tests/workloads/test_zk_client.py": "zookeeper",

@@ -1,8 +1,9 @@
 """The shipped clients' builds without building them: each client's hash counts the libraries it
-shares (its language's stdio library; ShedLock's mapping for the two ShedLock clients), so a
-change to one rebuilds exactly its clients; the build folder holds each under its own name; and
-the runner both builders share (fencecheck.toolchain.cache) renames a build into place only when
-every step succeeded."""
+shares (its language's stdio library; ShedLock's mapping for the two ShedLock clients; the table
+scripts runner of the Quartz and Spring Integration clients), so a change to one rebuilds exactly
+its clients; the build folder holds each under its own name, and compiles every file of a client's
+folder; and the runner both builders share (fencecheck.toolchain.cache) renames a build into place
+only when every step succeeded."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from fencecheck.workloads.clients import build as build_module
 from fencecheck.workloads.clients import jvm
 
 GO = {"etcd-go", "go-redsync", "etcd-go-election", "client-go"}
-JAVA = {"curator", "redisson", "redisson-fenced", "shedlock", "shedlock-jdbc", "hazelcast-java"}
+SPRING = {"spring-jdbc", "spring-jdbc-leader", "spring-redis", "spring-redis-leader"}
+JAVA = {"curator", "redisson", "redisson-fenced", "shedlock", "shedlock-jdbc", "hazelcast-java",
+        "quartz", *SPRING}
 
 
 def hashes() -> dict[str, str]:
@@ -37,7 +40,9 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize(("library", "clients"), [
     ("go/stdio/stdio.go", GO), ("java/stdio/Stdio.java", JAVA),
-    ("java/shedlock-common/ShedLockJobs.java", {"shedlock", "shedlock-jdbc"})])
+    ("java/shedlock-common/ShedLockJobs.java", {"shedlock", "shedlock-jdbc"}),
+    ("java/pg-schema/PgSchema.java", {"quartz", *SPRING}),
+    ("java/spring-integration/SpringLeader.java", SPRING)])
 def test_a_change_to_a_shared_library_changes_the_hash_of_its_clients_only(
         tree: Path, library: str, clients: set[str]) -> None:
     assert GO | JAVA | {"node-redlock"} == set(build_module.BUILDS)
@@ -64,6 +69,12 @@ def test_a_build_folder_holds_the_client_and_its_libraries_under_their_names(tre
                  if argv[0] == "javac")
     assert javac[-3:] == [str(tree / "build" / f) for f in (
         "stdio/Stdio.java", "shedlock-common/ShedLockJobs.java", "ShedLockJdbcClient.java")]
+    # a client of more than one file: every file of its folder, its main class last
+    javac = next(argv for argv in build_module.BUILDS["spring-jdbc-leader"].steps(tree / "build")
+                 if argv[0] == "javac")
+    assert javac[-4:] == [str(tree / "build" / f) for f in (
+        "stdio/Stdio.java", "pg-schema/PgSchema.java", "SpringLeader.java",
+        "SpringLockClient.java")]
 
 
 def _py(code: str) -> list[str]:

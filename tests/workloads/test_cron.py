@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -208,3 +209,61 @@ def test_a_stalled_runner_executes_a_done_job_late(
         assert d["executions_deduplicated"] == 1 and d["mode"] == "correctness"
     else:
         assert d["executions_refused"] == 1 and d["jobs_executed_more_than_once"] == 0
+
+
+# A scheduler as a stdio program: it fires jobs 0, 1 and 1 again (as a cluster that recovers a
+# firing it believes lost), and its third release finds the lock lost. Every reply's evidence is
+# what the library said.
+SCHEDULER = r"""
+import json, sys
+fired = iter([0, 1, 1])
+released = 0
+for line in sys.stdin:
+    req = json.loads(line)
+    reply = {"id": req["id"], "status": "ok"}
+    if req["op"] == "acquire":
+        job = next(fired, None)
+        reply = ({"id": req["id"], "status": "fail", "error": "no-firing"} if job is None else
+                 {**reply, "token": None, "evidence": {"job": job, "recovering": released == 2}})
+    elif req["op"] == "release":
+        released += 1
+        if released == 3:
+            reply = {"id": req["id"], "status": "fail", "error": "lock-lost",
+                     "evidence": {"unlock_error": "ConcurrentModificationException: lost"}}
+    elif req["op"] == "close":
+        break
+    print(json.dumps(reply), flush=True)
+"""
+
+
+def test_a_scheduler_names_the_job_it_fired_and_a_job_fired_twice_runs_twice(
+        tmp_path: Path, start_store: StartServer) -> None:
+    store = start_store(fencing=False)
+    program = tmp_path / "scheduler.py"
+    program.write_text(SCHEDULER)
+    t0 = time.monotonic_ns()
+    cfg = cron_config(tmp_path, 0, store, store, t0, idempotent=True, client="stdio",
+                      client_options={"cmd": [sys.executable, str(program)],
+                                      "endpoints": [store.address]})
+    with EventLog(cfg.log, t0) as events:
+        w = runner(cfg, events)
+        try:
+            for _ in range(4):  # three firings, then none
+                grant = w._acquire(CRON_LOCK)
+                if grant is not None and (grant := w._run_due(grant)) is not None:
+                    w._release(grant)
+        finally:
+            close(w)
+    merge_logs([tmp_path / "w0.jsonl"], tmp_path / "history.jsonl")
+    ops = load_ops(tmp_path / "history.jsonl")
+    assert not [o for o in ops if o.f == "read"]  # the scheduler decides: no record read
+    grants = [o for o in ops if o.f == "acquire" and o.ok]
+    assert [o.get("evidence") for o in grants] == [  # under the op value's "evidence"
+        {"job": 0, "recovering": False}, {"job": 1, "recovering": False},
+        {"job": 1, "recovering": True}]
+    writes = [(o.get("job"), o.get("applied")) for o in ops if o.f == "write" and o.ok]
+    assert writes == [(0, True), (1, True), (1, False)]  # job 1 twice, deduplicated
+    lost = [o for o in ops if o.f == "release" and o.type == "fail"]
+    assert len(lost) == 1 and lost[0].error == "lock-lost"
+    assert lost[0].get("evidence") == {"unlock_error": "ConcurrentModificationException: lost"}
+    assert check_jobs(ops).details["jobs_executed_more_than_once"] == 1

@@ -52,15 +52,20 @@ MAVEN_COPY = ["mvn", "-B", "-q",
 GO_STDIO, JAVA_STDIO, SHEDLOCK = "go/stdio", "java/stdio", "java/shedlock-common"
 
 
-def _javac(d: Path, classpath: str, main: str, shared: tuple[str, ...]) -> list[str]:
-    # The shared sources, in their folders of the build folder, compiled with the client's.
+def _javac(d: Path, classpath: str, main: str, shared: tuple[str, ...],
+           source: str = "") -> list[str]:
+    # The shared sources, in their folders of the build folder, compiled with the client's: its
+    # main class's file last, after any other file of its own folder.
     sources = [str(d / Path(s).name / f.name) for s in shared
                for f in sorted((HERE / s).glob("*.java"))]
-    return ["javac", "-cp", classpath, "-d", str(d / "classes"), *sources, str(d / f"{main}.java")]
+    own = [str(d / f.name) for f in sorted((HERE / source).glob("*.java"))
+           if source and f.name != f"{main}.java"]
+    return ["javac", "-cp", classpath, "-d", str(d / "classes"), *sources, *own,
+            str(d / f"{main}.java")]
 
 
-def _maven_javac(d: Path, main: str, shared: tuple[str, ...]) -> list[list[str]]:
-    return [MAVEN_COPY, _javac(d, str(d / "lib" / "*"), main, shared), jvm.pack(d)]
+def _maven_javac(d: Path, main: str, shared: tuple[str, ...], source: str) -> list[list[str]]:
+    return [MAVEN_COPY, _javac(d, str(d / "lib" / "*"), main, shared, source), jvm.pack(d)]
 
 
 def _go_build(d: Path, binary: str, moved: tuple[str, ...] = (),
@@ -107,7 +112,7 @@ def _go(name: str, source: str, binary: str) -> ClientBuild:
 
 def _maven(name: str, source: str, main: str, *args: str,
            shared: tuple[str, ...] = (JAVA_STDIO,)) -> ClientBuild:
-    return ClientBuild(name, source, lambda d: _maven_javac(d, main, shared),
+    return ClientBuild(name, source, lambda d: _maven_javac(d, main, shared, source),
                        lambda d: jvm.argv(d, jvm.classpath(d), main, args), "mvn+javac+jar v3",
                        shared, "maven", archive=True)
 

@@ -22,6 +22,15 @@ that cannot start, before a run creates anything. The programs:
 - `hazelcast-java`: Hazelcast's Java client (5.4.0), the CP Subsystem's `FencedLock` (or the same
   API in unsafe mode) on the `hazelcast` backends; token = the fence; renew = a re-entry and an
   unlock (both refresh the CP session).
+- `quartz`: Quartz's clustered scheduler (JobStoreTX) on the PostgreSQL server of
+  `postgres-advisory`, for the `cron` workload: one scheduler instance per worker, a job per
+  firing; an acquire answers when its instance fires, naming the firing (`"job": n`) in its
+  evidence; no token.
+- `spring-jdbc` / `spring-redis`: Spring Integration's JdbcLockRegistry (INT_LOCK on
+  `postgres-advisory`'s PostgreSQL) and RedisLockRegistry (`redis`), TTL = the lease; a release
+  whose unlock() found the lock lost fails with the library's words (`unlock_error`); no token.
+  `spring-jdbc-leader` / `spring-redis-leader`: its LockRegistryLeaderInitiator over either, for
+  the `leader` workload.
 - `client-go`: Kubernetes' client-go leader election (tools/leaderelection, a LeaseLock) on the
   `kubernetes` backend; token = the Lease's resourceVersion of the write that won; renewal by
   the elector itself (a renew answers once it has renewed), release by ReleaseOnCancel;

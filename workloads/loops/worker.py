@@ -221,15 +221,13 @@ class Worker:
     def _acquire(self, lock: str) -> Grant | None:
         assert self.client is not None
         client, c = self.client, self.config
-        out = self._op(
-            "acquire",
-            {"lock": lock, "lease_ms": c.lease_ms},
-            lambda: client.acquire(lock, c.lease_ms, c.acquire_timeout_s),
-            lambda g: self._granted(lock, g),
-        )
-        if out.status != "ok":
+        out = self._op("acquire", {"lock": lock, "lease_ms": c.lease_ms},
+                       lambda: client.acquire(lock, c.lease_ms, c.acquire_timeout_s),
+                       lambda g: self._granted(lock, g))
+        if out.status != "ok" or out.result is None:
             return None
-        self._lease_from = out.invoke_time
+        self._lease_from = max(out.invoke_time,  # from the winning attempt, where known
+                               (out.result.attempt_ns or 0) - self.events.t0_ns)
         self.notices.granted(out.result)
         return out.result
 
