@@ -55,6 +55,16 @@ class Program:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerBuild:
+    """A server binary fencecheck builds itself, at a pinned release, where no package ships
+    one: `name` is what `bash scripts/build-clients.sh NAME` builds, `module` the builder it runs
+    (`python -m MODULE`: build unless cached; `--version` prints the pin)."""
+
+    name: str
+    module: str
+
+
+@dataclass(frozen=True, slots=True)
 class ClientDescriptor:
     """A lock client a worker can build: `spec` is its "module:Class", constructed with one
     argument, the options mapping. `token` says what its grants' token means (None: no token).
@@ -91,6 +101,7 @@ class BackendDescriptor:
     first line.
     `preflight`: a "module:function" called before a run creates anything; a ClusterError it
     raises (a server binary that is not built, with the command that builds it) is exit 3.
+    `server_build`: the server binary built here (scripts/build-clients.sh and `doctor` read it).
     `weight`: a run's share of the machine (1 = a redis-server run), for parallel matrices."""
 
     name: str
@@ -108,6 +119,7 @@ class BackendDescriptor:
     python_libs: tuple[str, ...] = ()
     clock_refusal: str | None = None
     preflight: str | None = None
+    server_build: ServerBuild | None = None
     # How much of the machine a run takes, in units of one redis-server run: what
     # `fencecheck matrix --jobs` adds up so the heavy runs (three JVM or kube-apiserver members)
     # do not start together.

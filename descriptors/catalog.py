@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import TypeVar
 
 from fencecheck.descriptors import (
+    consul,
     etcd,
     galera,
     kubernetes,
@@ -42,7 +43,7 @@ T = TypeVar("T")
 BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
     postgres_advisory.BACKEND, mariadb.BACKEND, galera.BACKEND,
-    kubernetes.BACKEND, nats.BACKEND,
+    kubernetes.BACKEND, nats.BACKEND, consul.BACKEND,
 )
 
 # The user's own program (--client-cmd; docs/client-protocol.md) drives every backend and every

@@ -12,6 +12,7 @@ from fencecheck.descriptors.base import (
     ClientDescriptor,
     Need,
     Program,
+    ServerBuild,
 )
 
 BACKEND = BackendDescriptor(
@@ -59,4 +60,5 @@ BACKEND = BackendDescriptor(
         "through the vDSO, which an LD_PRELOAD shim cannot intercept"
     ),
     preflight="fencecheck.clusters.services.kube_build:binary",
+    server_build=ServerBuild("kube-apiserver", "fencecheck.clusters.services.kube_build"),
 )

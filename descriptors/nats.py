@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import sys
 
-from fencecheck.descriptors.base import KILL, PAUSE, BackendDescriptor, ClientDescriptor, Need
+from fencecheck.descriptors.base import (
+    KILL,
+    PAUSE,
+    BackendDescriptor,
+    ClientDescriptor,
+    Need,
+    Program,
+    ServerBuild,
+)
 
 BACKEND = BackendDescriptor(
     name="nats",
@@ -16,6 +24,13 @@ BACKEND = BackendDescriptor(
                          library="NATS JetStream KV `create` / `update` at the last revision",
                          dist="nats-py",
                          token="the lock key's revision at its create"),
+        ClientDescriptor("nats-go", "fencecheck.workloads.clients.third_party:ShippedClient",
+                         library="NATS JetStream KV `Create` / `Update` at the last revision "
+                                 "(nats.go)",
+                         program=Program("go/nats", "go", "nats-kv-client",
+                                         pins=("github.com/nats-io/nats.go", "nats.go")),
+                         token="the lock key's revision at its create",
+                         workloads=frozenset({"lock"})),
     ),
     token="KV revision",
     nodes=3,
@@ -38,4 +53,5 @@ BACKEND = BackendDescriptor(
         "vDSO, which an LD_PRELOAD shim cannot intercept"
     ),
     preflight="fencecheck.clusters.services.nats_build:binary",
+    server_build=ServerBuild("nats-server", "fencecheck.clusters.services.nats_build"),
 )

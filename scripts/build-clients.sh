@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build the shipped third-party lock clients (node-redlock, curator, etcd-go; go-redsync,
-# etcd-go-election, client-go (Kubernetes Lease leader election); redisson, redisson-fenced,
-# shedlock, shedlock-jdbc from Maven Central; kube-apiserver, nats-server) into
-# /var/cache/fencecheck/clients (or $FENCECHECK_CLIENT_CACHE), cached by source hash: an unchanged
-# client is a no-op. Installs the toolchains and Debian's Curator when they are missing.
+# etcd-go-election, client-go (Kubernetes Lease leader election), consul-go, nats-go; redisson,
+# redisson-fenced, shedlock, shedlock-jdbc from Maven Central; kube-apiserver, nats-server,
+# consul) into /var/cache/fencecheck/clients (or $FENCECHECK_CLIENT_CACHE), cached by source
+# hash: an unchanged client is a no-op. Installs the toolchains and Debian's Curator when they
+# are missing.
 #   bash scripts/build-clients.sh                 all of them
 #   bash scripts/build-clients.sh node-redlock    one
 # Needs scripts/setup.sh first (.venv). The README's `fencecheck run` never builds these.
@@ -27,18 +28,21 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -q
   apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
-# kube-apiserver, the kubernetes backend's server: built from the Kubernetes Go modules into the
-# same cache (clusters/services/kube_build.py), with all, or when named.
-# nats-server likewise, for the nats backend (clusters/services/nats_build.py: a pinned release).
-kube=0; natsd=0; clients=()
-[ "$#" -eq 0 ] && kube=1 && natsd=1
+# The servers built here at a pinned release, where no package ships them (kube-apiserver,
+# nats-server, consul: each backend's descriptor names its builder, `python3 -m
+# fencecheck.descriptors builds`), into the same cache: with all, or when named.
+declare -A builder=()
+order=()
+while read -r name module; do
+  builder[$name]=$module; order+=("$name")
+done < <(.venv/bin/python -m fencecheck.descriptors builds)
+servers=(); clients=()
+[ "$#" -eq 0 ] && servers=("${order[@]}")
 for a in "$@"; do
-  if [ "$a" = kube-apiserver ]; then kube=1
-  elif [ "$a" = nats-server ]; then natsd=1
+  if [ -n "${builder[$a]:-}" ]; then servers+=("$a")
   else clients+=("$a"); fi
 done
-[ "$kube" = 1 ] && .venv/bin/python -m fencecheck.clusters.services.kube_build
-[ "$natsd" = 1 ] && .venv/bin/python -m fencecheck.clusters.services.nats_build
+for s in "${servers[@]}"; do .venv/bin/python -m "${builder[$s]}"; done
 if [ "$#" -eq 0 ] || [ "${#clients[@]}" -gt 0 ]; then
   exec .venv/bin/python -m fencecheck.workloads.clients.build "${clients[@]}"
 fi

@@ -15,10 +15,9 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from fencecheck.descriptors import catalog
-from fencecheck.workloads.base import LockClient, Resource, WorkloadError
+from fencecheck.workloads.base import LockClient, Resource, SectionHost, WorkloadError
 
 log = logging.getLogger(__name__)
-
 
 
 def __getattr__(name: str) -> Any:
@@ -77,3 +76,13 @@ def make_resource(name: str, options: Mapping[str, Any]) -> Resource:
     cls = _resolve("resource", {r.name: r.spec for r in catalog.resources().values()}, name)
     log.debug("resource %s -> %s.%s", name, cls.__module__, cls.__qualname__)
     return cast(Resource, cls(options))
+
+
+def hosted(client: LockClient | None, name: str, options: Mapping[str, Any],
+           resource: Resource) -> Resource:
+    """The resource a worker uses with `client`: its own, unless the client runs its critical
+    sections in processes of its own (a `SectionHost`, such as `consul lock`'s child), which
+    then carry out the reads and writes under its grants."""
+    if isinstance(client, SectionHost):
+        return client.host_sections(name, options, resource)
+    return resource

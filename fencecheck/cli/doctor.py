@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -81,6 +82,28 @@ def _need(n: Need) -> Finding:
                    None if ok else f"apt-get update && apt-get install -y {n.package}")
 
 
+def server_builds() -> list[Finding]:
+    """Each server binary a backend builds here (its descriptor's `server_build`): its path, or
+    the command that builds it. Optional: only that backend needs it."""
+    from fencecheck.descriptors import catalog
+
+    out: list[Finding] = []
+    for b in catalog.backends().values():
+        if b.server_build is None or b.preflight is None:
+            continue
+        what = f"{b.server_build.name} (--backend {b.name})"
+        module, _, function = b.preflight.partition(":")
+        try:
+            path = getattr(importlib.import_module(module), function)()
+        except Exception as e:  # NotBuilt, or a builder that cannot say: report, do not crash
+            out.append(Finding(what, False, str(e),
+                               f"bash scripts/build-clients.sh {b.server_build.name}",
+                               optional=True))
+        else:
+            out.append(Finding(what, True, str(path)))
+    return out
+
+
 def diagnose() -> list[Finding]:
     out = [
         Finding("root", os.geteuid() == 0, f"uid {os.geteuid()}",
@@ -89,6 +112,7 @@ def diagnose() -> list[Finding]:
     out.append(_binary("iproute2", "ip", "iproute2"))
     out.append(_binary("iptables", "iptables", "iptables"))
     out.extend(_need(n) for n in needs())
+    out.extend(server_builds())
     out.append(_optional(_binary("sshd (ssh runtime tests)", "sshd", "openssh-server")))
     out.append(_optional(_docker()))
     ns_ok = os.path.isdir("/run/netns") or os.geteuid() == 0

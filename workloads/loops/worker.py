@@ -45,7 +45,7 @@ from fencecheck.workloads.base import (
     WorkloadError,
 )
 from fencecheck.workloads.eventlog import EventLog
-from fencecheck.workloads.registry import load_class, make_client, make_resource
+from fencecheck.workloads.registry import hosted, load_class, make_client, make_resource
 
 log = logging.getLogger(__name__)
 
@@ -363,9 +363,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = WorkerConfig.load(args.config)
         options = {"op_timeout_s": config.op_timeout_s}
-        resource = make_resource(config.resource, {**options, **config.resource_options})
+        res_options = {**options, **config.resource_options}
+        resource = make_resource(config.resource, res_options)
         client = None if args.final_read else make_client(
             config.client, {**options, **config.client_options})
+        resource = hosted(client, config.resource, res_options, resource)
         # Run as __main__, this module's own Worker, not a second import of workloads.worker.
         worker_class = (Worker if config.workload == "lock"
                         else load_class(WORKLOADS[config.workload]))

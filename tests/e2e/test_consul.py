@@ -1,0 +1,86 @@
+"""End to end on the `consul` backend (3 Consul servers) through `fencecheck run`:
+- the Go `api.Lock` client (`consul-go`) with holders paused past the session's TTL: with
+  lock-delay 0, unfenced, the damage is found; fenced by the key's ModifyIndex, nothing is; with
+  Consul's default lock-delay (15 s, longer than any pause here) nothing is either, and the
+  tokens granted on a lock strictly increase. Short runs (15 s), fixed seeds, side by side.
+- `consul lock` (`consul-lock`), whose child does the writes: see its tests below."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from fencecheck.clusters.services import consul_build
+from tests.conftest import at_once, run_fencecheck
+from tests.e2e.test_run_backends import DAMAGE, kinds, must_find, run
+
+pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
+
+PAUSE = ("--backend", "consul", "--client", "consul-go", "--nemesis", "pause",
+         "--time-limit", "15", "--lease-ms", "2000", "--concurrency", "4")
+
+
+@pytest.fixture(autouse=True)
+def built() -> None:
+    try:
+        consul_build.binary()
+    except consul_build.NotBuilt as e:
+        pytest.fail(str(e))  # the README's test command builds it: not a skip
+
+
+def granted_tokens(store: Path, name: str) -> dict[str, list[int]]:
+    """Each lock's granted tokens, in the order the grants were recorded."""
+    run_dir = (store / name / "latest").resolve()
+    out: dict[str, list[int]] = defaultdict(list)
+    for line in (run_dir / "history.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if e.get("f") == "acquire" and e.get("type") == "ok":
+            out[e["value"]["lock"]].append(e["value"]["token"])
+    return out
+
+
+def test_pauses_past_the_ttl_are_caught_unless_fenced_or_covered_by_lock_delay(
+        tmp_path: Path) -> None:
+    no_delay = ("--client-opt", "lock_delay_ms=0")
+    (code_u, res_u), (code_f, res_f), (code_d, res_d) = at_once(
+        lambda: run(tmp_path, "unfenced-1", "--seed", "1", "--fencing", "off", *no_delay,
+                    *PAUSE),
+        lambda: run(tmp_path, "fenced", "--seed", "1", "--fencing", "on", *no_delay, *PAUSE),
+        lambda: run(tmp_path, "delayed", "--seed", "1", "--fencing", "off", *PAUSE))
+    # Fenced: the store refuses the paused holder's stale ModifyIndex; nothing to find.
+    assert code_f == 0, kinds(res_f)
+    assert res_f["checks"]["fencing"].get("skipped") is None  # the tokens were judged
+    for lock, tokens in granted_tokens(tmp_path, "fenced").items():
+        assert len(tokens) > 3, (lock, tokens)
+        assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens), (lock, tokens)
+    # Consul's default lock-delay (15 s) keeps the key from everyone for longer than the pause.
+    assert code_d == 0, kinds(res_d)
+    # Unfenced, lock-delay 0: the paused holder's session lapsed, the next holder wrote, and so
+    # did the resumed one.
+    if not (code_u == 1 and kinds(res_u) & DAMAGE):
+        must_find(tmp_path, "unfenced", DAMAGE - {"double-grant"}, "--fencing", "off",
+                  *no_delay, *PAUSE, seeds=(2,))
+    else:
+        assert "double-grant" not in kinds(res_u)
+
+
+def test_no_built_server_and_other_runtimes_are_refused_up_front(tmp_path: Path) -> None:
+    unbuilt, docker, long_lease = at_once(
+        lambda: run_fencecheck("run", "--store", str(tmp_path), "--backend", "consul",
+                               timeout=60, env={**os.environ, "FENCECHECK_CLIENT_CACHE":
+                                                str(tmp_path / "empty-cache")}),
+        lambda: run_fencecheck("run", "--store", str(tmp_path), "--backend", "consul",
+                               "--runtime", "docker", timeout=60),
+        lambda: run_fencecheck("run", "--store", str(tmp_path), "--backend", "consul",
+                               "--client", "consul-lock", "--lease-ms", "20000", timeout=60))
+    assert unbuilt.returncode == 3, unbuilt.stdout + unbuilt.stderr
+    assert "Traceback" not in unbuilt.stderr
+    assert consul_build.BUILD_HINT in unbuilt.stderr and "not built" in unbuilt.stderr
+    assert docker.returncode == 3, docker.stderr
+    assert "does not run under --runtime docker" in docker.stderr
+    assert long_lease.returncode == 3, long_lease.stderr
+    assert "session TTL is fixed at 15000 ms" in long_lease.stderr
