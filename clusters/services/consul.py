@@ -77,7 +77,7 @@ class ConsulService(NodeDaemons):
         http_port: int = 8500,
         server_port: int = 8300,
         serf_port: int = 8301,
-        ready_timeout_s: float = 60.0,
+        ready_timeout_s: float = 120.0,
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
         binary: str | None = None,

@@ -3,7 +3,10 @@
   lock-delay 0, unfenced, the damage is found; fenced by the key's ModifyIndex, nothing is; with
   Consul's default lock-delay (15 s, longer than any pause here) nothing is either, and the
   tokens granted on a lock strictly increase. Short runs (15 s), fixed seeds, side by side.
-- `consul lock` (`consul-lock`), whose child does the writes: see its tests below."""
+- `consul lock` (`consul-lock`), whose child does the writes, its holder's node cut off from the
+  servers: the child goes on writing after the servers gave the lock to another holder. This
+  run is long (60 s): `consul lock` fixes its session's TTL at 15 s, which a server lets lapse
+  only after twice that, and the lock-delay at 15 s."""
 
 from __future__ import annotations
 
@@ -66,6 +69,26 @@ def test_pauses_past_the_ttl_are_caught_unless_fenced_or_covered_by_lock_delay(
                   *no_delay, *PAUSE, seeds=(2,))
     else:
         assert "double-grant" not in kinds(res_u)
+
+
+CUT_OFF = ("--backend", "consul", "--client", "consul-lock", "--nemesis", "partition",
+           "--fencing", "off", "--lease-ms", "2000", "--concurrency", "3", "--writes", "1000",
+           "--think-ms", "50", "--fault-duration", "60,60", "--time-limit", "60")
+
+
+def test_consul_lock_child_writes_on_after_another_holder_took_the_lock(tmp_path: Path) -> None:
+    # Seed 2 cuts the first holder's node off from the three servers. Its session lapses after
+    # 2 x 15 s without renewal, the next holder is granted the lock after the 15 s lock-delay,
+    # and consul lock, whose watch of the key waits on a connection to a server it cannot
+    # reach, has not stopped its child: the child's next write lands after the new holder's.
+    code, results = run(tmp_path, "cut-off", "--seed", "2", *CUT_OFF, timeout=400)
+    assert code == 1 and "interleaved-writes" in kinds(results), kinds(results)
+    assert "double-grant" not in kinds(results)
+    run_dir = (tmp_path / "cut-off" / "latest").resolve()
+    shapes = [json.loads(line)["value"].get("shape")
+              for line in (run_dir / "history.jsonl").read_text().splitlines()
+              if '"start-partition"' in line and '"ok"' in line]
+    assert shapes[:1] == ["client-isolate"], shapes
 
 
 def test_no_built_server_and_other_runtimes_are_refused_up_front(tmp_path: Path) -> None:

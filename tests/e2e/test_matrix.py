@@ -151,7 +151,8 @@ def test_the_nightly_example_is_valid(tmp_path: Path) -> None:
     assert "must-find" in expects.values() and "must-pass" in expects.values()
     backends = {r.configs[0].backend for r in m.rows}
     assert backends == {"redis", "redlock", "redis-sentinel", "etcd", "zookeeper",
-                        "postgres-advisory", "mariadb", "galera", "kubernetes", "nats"}
+                        "postgres-advisory", "mariadb", "galera", "kubernetes", "nats",
+                        "consul"}
 
 
 def _row(label: str, expect: str, seeds: tuple[int, ...]) -> Row:

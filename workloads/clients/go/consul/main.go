@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -52,7 +53,11 @@ var (
 	grants    atomic.Int64
 )
 
-const keyPrefix = "fencecheck/"
+const (
+	keyPrefix = "fencecheck/"
+	// Between attempts of one acquire whose server did not answer.
+	retryPause = 100 * time.Millisecond
+)
 
 func lockOptions(req request) *api.LockOptions {
 	ttl := time.Duration(req.LeaseMs) * time.Millisecond
@@ -82,23 +87,39 @@ func lockOptions(req request) *api.LockOptions {
 }
 
 func acquire(req request, start time.Time) reply {
+	deadline := start.Add(time.Duration(req.TimeoutMs) * time.Millisecond)
+	for {
+		r, again := attempt(req, deadline)
+		if !again || time.Now().Add(retryPause).After(deadline) {
+			return r
+		}
+		time.Sleep(retryPause)
+	}
+}
+
+// attempt is one Lock, until the deadline; again: it surely failed before the deadline (the
+// server did not answer or refused), worth another attempt.
+func attempt(req request, deadline time.Time) (reply, bool) {
 	lo := lockOptions(req)
 	l, err := client.LockOpts(lo)
 	if err != nil {
-		return reply{Status: "fail", Error: "lock-options: " + err.Error()}
+		return reply{Status: "fail", Error: "lock-options: " + err.Error()}, false
 	}
 	stop := make(chan struct{})
-	timer := time.AfterFunc(time.Until(start.Add(time.Duration(req.TimeoutMs)*time.Millisecond)),
-		func() { close(stop) })
+	timer := time.AfterFunc(time.Until(deadline), func() { close(stop) })
 	lost, err := l.Lock(stop)
 	timer.Stop()
 	if err != nil {
-		// Session creation, the wait or the acquisition failed on the way: an acquisition
-		// that errored may have happened at the server.
-		return reply{Status: "info", Error: "lock: " + err.Error()}
+		// Only a failed acquisition may have happened at the server. A session that could not
+		// be made, or a read of the key that failed, acquired nothing: Lock acquires only
+		// after a read shows the key free, and a refused acquisition is answered false.
+		if strings.HasPrefix(err.Error(), "failed to acquire lock") {
+			return reply{Status: "info", Error: "lock: " + err.Error()}, false
+		}
+		return reply{Status: "fail", Error: "unavailable"}, true
 	}
 	if lost == nil {
-		return reply{Status: "fail", Error: "not-acquired"}
+		return reply{Status: "fail", Error: "not-acquired"}, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -107,11 +128,11 @@ func acquire(req request, start time.Time) reply {
 	if err != nil || pair == nil || string(pair.Value) != string(lo.Value) || pair.Session == "" {
 		// Granted, but already gone or unreadable: no token to fence with. Let it go.
 		go func() { _ = l.Unlock() }()
-		return reply{Status: "info", Error: "no-token"}
+		return reply{Status: "info", Error: "no-token"}, false
 	}
 	held[req.Lock] = grant{l, lost, pair.Session}
 	token := int64(pair.ModifyIndex)
-	return reply{Status: "ok", Token: &token}
+	return reply{Status: "ok", Token: &token}, false
 }
 
 func renew(_ request, g grant) reply {

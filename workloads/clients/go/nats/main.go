@@ -193,13 +193,14 @@ func acquire(req request, start time.Time) reply {
 		case refused:
 			why = "held"
 		}
-		if time.Now().Add(time.Duration(opts.PollMs) * time.Millisecond).After(deadline) {
+		left := time.Until(deadline)
+		if left <= 0 { // the last attempt was at or after the deadline
 			if why == "held" {
 				return reply{Status: "fail", Error: "timeout"}
 			}
 			return reply{Status: "fail", Error: why}
 		}
-		time.Sleep(time.Duration(opts.PollMs) * time.Millisecond)
+		time.Sleep(min(time.Duration(opts.PollMs)*time.Millisecond, left))
 	}
 }
 
