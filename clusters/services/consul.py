@@ -62,6 +62,27 @@ sys.stdout.write(json.dumps(out))
 """
 
 
+# Whether the server at argv[1] (http://host:port) serves: it knows a leader and makes (then
+# destroys) a session; prints "ready" or why not. One process per look, not one per request.
+_READY = r"""
+import json, sys, urllib.request
+base, timeout = sys.argv[1], float(sys.argv[2])
+def call(method, path, body=None):
+    req = urllib.request.Request(base + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode())
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read().decode() or "null")
+try:
+    if not call("GET", "/v1/status/leader"):
+        sys.exit("no leader")
+    sid = call("PUT", "/v1/session/create", {"Name": "fencecheck-ready", "TTL": "10s"})["ID"]
+    call("PUT", "/v1/session/destroy/" + sid)
+except (OSError, ValueError, KeyError, TypeError) as e:
+    sys.exit(str(e))
+print("ready")
+"""
+
+
 class ConsulService(NodeDaemons):
     """Consul servers on `nodes` nodes (None: as many as setup is given). See the module
     docstring. `binary` defaults to the pinned build (NotBuilt, naming the command that builds
@@ -148,17 +169,16 @@ class ConsulService(NodeDaemons):
         except ValueError:
             return int(out["status"]), text
 
-    def serving(self, node: str) -> bool:
+    def serving(self, node: str, timeout_s: float = 3.0) -> bool:
         """The server knows a leader and can make a session (so it is in the catalog)."""
-        status, leader = self.http(node, "GET", "/v1/status/leader")
-        if status != 200 or not leader:
+        remote = self.nodes[node]
+        argv = ["python3", "-c", _READY, f"http://{remote.address}:{self.http_port}",
+                str(timeout_s)]
+        try:
+            res = remote.run(argv, timeout_s=3 * timeout_s + 5.0, check=False)
+        except RemoteError:
             return False
-        status, made = self.http(node, "PUT", "/v1/session/create",
-                                 {"Name": "fencecheck-ready", "TTL": "10s"})
-        if status != 200 or not isinstance(made, dict) or "ID" not in made:
-            return False
-        self.http(node, "PUT", f"/v1/session/destroy/{made['ID']}")
-        return True
+        return res.returncode == 0 and res.stdout.strip() == "ready"
 
     def wait_ready(self, timeout_s: float, nodes: list[str] | None = None) -> None:
         """Wait until every server (or those named) serves sessions."""

@@ -62,8 +62,9 @@ log = logging.getLogger(__name__)
 SESSION_TTL_MS = 15_000  # api.DefaultLockSessionTTL, which `consul lock` does not change
 KEY_PREFIX = "fencecheck/"
 # `consul lock` retries a refused acquisition after 5 s (api.DefaultLockRetryTime), even past
-# its -timeout: room for that, and for its start and the child's.
-ACQUIRE_SLACK_S = 8.0
+# its -timeout: room for that, and for its start and the child's (a Python process importing
+# the resource: seconds on a loaded machine; at load average 40, 8 s of slack ran out).
+ACQUIRE_SLACK_S = 20.0
 TIMED_OUT = "timeout during lock acquisition"
 
 
