@@ -46,14 +46,21 @@ def granted_tokens(store: Path, name: str) -> dict[str, list[int]]:
     return out
 
 
-def test_pauses_past_the_ttl_are_caught_unless_fenced_or_covered_by_lock_delay(
-        tmp_path: Path) -> None:
+CUT_OFF = ("--backend", "consul", "--client", "consul-lock", "--nemesis", "partition",
+           "--fencing", "off", "--lease-ms", "2000", "--concurrency", "3", "--writes", "1000",
+           "--think-ms", "50", "--fault-duration", "60,60", "--time-limit", "60")
+
+
+def test_pauses_past_the_ttl_and_a_cut_off_consul_lock(tmp_path: Path) -> None:
+    """Four runs side by side (the long consul-lock run sets the time): the Go client's three
+    pause runs, and consul lock's holder cut off."""
     no_delay = ("--client-opt", "lock_delay_ms=0")
-    (code_u, res_u), (code_f, res_f), (code_d, res_d) = at_once(
+    (code_u, res_u), (code_f, res_f), (code_d, res_d), (code_c, res_c) = at_once(
         lambda: run(tmp_path, "unfenced-1", "--seed", "1", "--fencing", "off", *no_delay,
                     *PAUSE),
         lambda: run(tmp_path, "fenced", "--seed", "1", "--fencing", "on", *no_delay, *PAUSE),
-        lambda: run(tmp_path, "delayed", "--seed", "1", "--fencing", "off", *PAUSE))
+        lambda: run(tmp_path, "delayed", "--seed", "1", "--fencing", "off", *PAUSE),
+        lambda: run(tmp_path, "cut-off", "--seed", "2", *CUT_OFF, timeout=400))
     # Fenced: the store refuses the paused holder's stale ModifyIndex; nothing to find.
     assert code_f == 0, kinds(res_f)
     assert res_f["checks"]["fencing"].get("skipped") is None  # the tokens were judged
@@ -62,6 +69,18 @@ def test_pauses_past_the_ttl_are_caught_unless_fenced_or_covered_by_lock_delay(
         assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens), (lock, tokens)
     # Consul's default lock-delay (15 s) keeps the key from everyone for longer than the pause.
     assert code_d == 0, kinds(res_d)
+    # consul lock: seed 2 cuts the first holder's node off from the three servers. Its session
+    # lapses after 2 x 15 s without renewal, the next holder is granted the lock after the 15 s
+    # lock-delay, and consul lock, whose watch of the key waits on a connection to a server it
+    # cannot reach, has not stopped its child: the child's next write lands after the new
+    # holder's.
+    assert code_c == 1 and "interleaved-writes" in kinds(res_c), kinds(res_c)
+    assert "double-grant" not in kinds(res_c)
+    run_dir = (tmp_path / "cut-off" / "latest").resolve()
+    shapes = [json.loads(line)["value"].get("shape")
+              for line in (run_dir / "history.jsonl").read_text().splitlines()
+              if '"start-partition"' in line and '"ok"' in line]
+    assert shapes[:1] == ["client-isolate"], shapes
     # Unfenced, lock-delay 0: the paused holder's session lapsed, the next holder wrote, and so
     # did the resumed one.
     if not (code_u == 1 and kinds(res_u) & DAMAGE):
@@ -69,26 +88,6 @@ def test_pauses_past_the_ttl_are_caught_unless_fenced_or_covered_by_lock_delay(
                   *no_delay, *PAUSE, seeds=(2,))
     else:
         assert "double-grant" not in kinds(res_u)
-
-
-CUT_OFF = ("--backend", "consul", "--client", "consul-lock", "--nemesis", "partition",
-           "--fencing", "off", "--lease-ms", "2000", "--concurrency", "3", "--writes", "1000",
-           "--think-ms", "50", "--fault-duration", "60,60", "--time-limit", "60")
-
-
-def test_consul_lock_child_writes_on_after_another_holder_took_the_lock(tmp_path: Path) -> None:
-    # Seed 2 cuts the first holder's node off from the three servers. Its session lapses after
-    # 2 x 15 s without renewal, the next holder is granted the lock after the 15 s lock-delay,
-    # and consul lock, whose watch of the key waits on a connection to a server it cannot
-    # reach, has not stopped its child: the child's next write lands after the new holder's.
-    code, results = run(tmp_path, "cut-off", "--seed", "2", *CUT_OFF, timeout=400)
-    assert code == 1 and "interleaved-writes" in kinds(results), kinds(results)
-    assert "double-grant" not in kinds(results)
-    run_dir = (tmp_path / "cut-off" / "latest").resolve()
-    shapes = [json.loads(line)["value"].get("shape")
-              for line in (run_dir / "history.jsonl").read_text().splitlines()
-              if '"start-partition"' in line and '"ok"' in line]
-    assert shapes[:1] == ["client-isolate"], shapes
 
 
 def test_no_built_server_and_other_runtimes_are_refused_up_front(tmp_path: Path) -> None:

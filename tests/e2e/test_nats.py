@@ -44,6 +44,8 @@ def granted_tokens(store: Path, name: str) -> dict[str, list[int]]:
 @pytest.mark.parametrize("client", ["nats", "nats-go"])
 def test_unfenced_pauses_are_caught_and_fenced_by_revision_pass(tmp_path: Path,
                                                                 client: str) -> None:
+    # Twins side by side; not the two clients' four runs at once: four clusters starting
+    # together beside the parallel suite did not all get healthy in 40 s.
     args = ("--client", client, *PAUSE)
     (code_u, res_u), (code_f, res_f) = at_once(
         lambda: run(tmp_path, "unfenced-1", "--seed", "1", "--fencing", "off", *args),
