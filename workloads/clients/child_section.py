@@ -8,17 +8,18 @@ lands only while the child lives, and whatever the tool lets its child do is wha
 sees: a child left running after the lock passed to another holder keeps writing, and a child
 killed in time writes nothing more.
 
-The child (`python -m fencecheck.workloads.clients.child_section SOCKET`, with
+The child (`python -m fencecheck.workloads.clients.child_section NAME`, with
 $FENCECHECK_CHILD_RESOURCE = {"name", "options", "held_env"}: the resource, and the variable the
 tool sets in a child that holds the lock, e.g. consul lock's CONSUL_LOCK_HELD=true) connects to
-SOCKET, says {"pid", "held"} ("held": that variable is "true"), then
-answers one request a line ({"op": "read"|"write", "key", "value", "token", "lock"} ->
-{"ok": true, "value"} or {"ok": false, "error", "definite"}) until the socket closes, and exits.
+the abstract Unix socket NAME (Linux; no file, so nothing is left behind), says
+{"pid", "held"} ("held": that variable is "true"), then answers one request a line
+({"op": "read"|"write", "key", "value", "token", "lock"} -> {"ok": true, "value"} or
+{"ok": false, "error", "definite"}) until the socket closes, and exits.
 
-Outcomes at the worker: a request the child surely never received (the socket was already
-closed: it is gone) is `DefiniteFailure("child-gone")`; a request sent to a child that then
-vanished or did not answer in time is `Indeterminate` (it may have written); the child's own
-refusals keep their kind (a fence's `stale-token`).
+Outcomes at the worker: a request the child surely never read (the socket was already closed,
+or was reset with the request unread) is `DefiniteFailure("child-gone")`; a request sent to a
+child that then vanished or did not answer in time is `Indeterminate` (it may have written);
+the child's own refusals keep their kind (a fence's `stale-token`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ class Child:
             raise DefiniteFailure("child-gone", str(e)) from None
         try:
             line = read_line(self.conn, self, time.monotonic() + timeout_s)
+        except ConnectionResetError:
+            # Linux resets a Unix stream socket's peer only when it closes with data unread in
+            # its receive queue: our request, which the child therefore never read. (A child
+            # that read it and died answers with an end of file instead: uncertain, below.)
+            raise DefiniteFailure("child-gone", "it never read the request") from None
         except OSError as e:
             raise Indeterminate("child-gone", f"mid-request: {e}") from None
         if line is None:
@@ -150,12 +156,12 @@ def main(argv: list[str]) -> int:
 
     if len(argv) != 1 or RESOURCE_ENV not in os.environ:
         print(f"usage: {RESOURCE_ENV}=... python -m {__spec__.name if __spec__ else __name__} "
-              "SOCKET", file=sys.stderr)
+              "NAME", file=sys.stderr)
         return 3
     spec = json.loads(os.environ[RESOURCE_ENV])
     resource = make_resource(spec["name"], spec["options"])
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect(argv[0])
+    conn.connect("\0" + argv[0])  # an abstract socket: the name, with no file
     held = os.environ.get(str(spec.get("held_env") or ""), "") == "true"
     conn.sendall(json.dumps({"pid": os.getpid(), "held": held}).encode() + b"\n")
     with conn.makefile("rb") as lines:

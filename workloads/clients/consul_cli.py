@@ -33,7 +33,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -42,8 +41,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from fencecheck.workloads.base import (
     DefiniteFailure,
@@ -100,11 +98,12 @@ def settings(options: Mapping[str, Any], lease_ms: int) -> None:
 
 @dataclass
 class Held:
-    """Grant.handle: the running `consul lock`, its child, and their folder (socket, stderr)."""
+    """Grant.handle: the running `consul lock`, its child, and the (unlinked) file that takes
+    their stderr."""
 
     proc: subprocess.Popen[bytes]
     child: Child
-    folder: Path
+    stderr: IO[bytes]
 
 
 class ConsulLockClient:
@@ -145,24 +144,30 @@ class ConsulLockClient:
         if self.resource is None:
             raise WorkloadError("consul-lock runs its sections in children: the worker must "
                                 "host its resource (SectionHost)")
+        stale = self.held.pop(lock, None)  # a grant the worker dropped (an uncertain op)
+        if stale is not None:
+            self._end(stale)
         self.count += 1
-        folder = Path(tempfile.mkdtemp(prefix="fc-consul-lock-"))
+        # An abstract socket (Linux; in the worker's network namespace, which the child
+        # shares) and an unlinked file for stderr: nothing on disk to leave behind.
+        name = f"fencecheck-consul-lock-{os.getpid()}-{self.count}-{os.urandom(4).hex()}"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 (kept open with the grant: Held)
         try:
-            listener.bind(str(folder / "s"))
+            listener.bind("\0" + name)
             listener.listen(1)
-            proc = self._start(lock, timeout_s, folder)
+            proc = self._start(lock, timeout_s, name, stderr)
             try:
-                child = self._wait_child(listener, proc, timeout_s + ACQUIRE_SLACK_S, folder)
+                child = self._wait_child(listener, proc, timeout_s + ACQUIRE_SLACK_S, stderr)
             except BaseException:
                 self._stop(proc)
                 raise
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+            stderr.close()
             raise
         finally:
             listener.close()
-        self.held[lock] = Held(proc, child, folder)
+        self.held[lock] = Held(proc, child, stderr)
         return Grant(lock, None, lease_ms, handle=self.held[lock])
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
@@ -176,35 +181,31 @@ class ConsulLockClient:
         try:
             code = held.proc.wait(timeout=3 * self.op_timeout_s + 2.0)
         except subprocess.TimeoutExpired:
-            self._stop(held.proc)
+            self._end(held)
             raise Indeterminate("release-timeout", "consul lock did not exit") from None
-        finally:
-            self._forget(held.folder)
+        self._end(held)
         if code != 0:
             raise Indeterminate("release-failed", f"consul lock exited {code}")
 
     def close(self) -> None:
         for held in self.held.values():
-            held.child.close()
-            self._stop(held.proc)
-            self._forget(held.folder)
+            self._end(held)
         self.held.clear()
 
     # -- helpers
 
-    def _start(self, lock: str, timeout_s: float, folder: Path) -> subprocess.Popen[bytes]:
+    def _start(self, lock: str, timeout_s: float, name: str,
+               stderr: IO[bytes]) -> subprocess.Popen[bytes]:
         argv = [self.binary, "lock", f"-http-addr={self.http_addr}", f"-timeout={timeout_s}s",
                 "-shell=false", f"-name=fencecheck worker {self.worker} grant {self.count}",
-                KEY_PREFIX + lock, sys.executable, "-m", child_section.__name__,
-                str(folder / "s")]
+                KEY_PREFIX + lock, sys.executable, "-m", child_section.__name__, name]
         env = {**os.environ, child_section.RESOURCE_ENV: json.dumps(self.resource)}
         log.debug("starting %s", argv)
-        with open(folder / "stderr", "wb") as err:
-            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                    env=env, preexec_fn=die_with_parent)
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
+                                env=env, preexec_fn=die_with_parent)
 
     def _wait_child(self, listener: socket.socket, proc: subprocess.Popen[bytes], wait_s: float,
-                    folder: Path) -> Child:
+                    stderr: IO[bytes]) -> Child:
         """The child's connection once it said hello; the outcomes of the module docstring."""
         deadline = time.monotonic() + wait_s
         listener.settimeout(0.05)
@@ -213,7 +214,7 @@ class ConsulLockClient:
                 conn, _ = listener.accept()
                 break
             if proc.poll() is not None:
-                text = self._stderr(folder)
+                text = self._said(stderr)
                 if TIMED_OUT in text:
                     raise DefiniteFailure("not-acquired")
                 raise Indeterminate("consul-lock-exited", f"exit {proc.returncode}: {text}")
@@ -244,13 +245,18 @@ class ConsulLockClient:
             proc.wait()
 
     @staticmethod
-    def _stderr(folder: Path) -> str:
-        with contextlib.suppress(OSError):
-            return (folder / "stderr").read_text(errors="replace").strip()[-500:]
+    def _said(stderr: IO[bytes]) -> str:
+        """The end of what consul lock and its child wrote to stderr."""
+        with contextlib.suppress(OSError, ValueError):
+            stderr.seek(0)
+            return stderr.read().decode(errors="replace").strip()[-500:]
         return ""
 
-    def _forget(self, folder: Path) -> None:
-        text = self._stderr(folder)
+    def _end(self, held: Held) -> None:
+        """Close the child's socket, stop consul lock if it runs, log what it said."""
+        held.child.close()
+        self._stop(held.proc)
+        text = self._said(held.stderr)
         if text:
             log.info("consul lock said: %s", text.replace("\n", " / "))
-        shutil.rmtree(folder, ignore_errors=True)
+        held.stderr.close()
