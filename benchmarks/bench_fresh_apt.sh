@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # An upper bound of the test command's apt step on a fresh machine: a bare Debian bookworm
-# (debootstrap minbase, in a folder under /tmp), then one `apt-get update` and `apt-get install`
-# of every package scripts/setup.sh and scripts/build-clients.sh ask for, less the toolchains a
-# new machine of this project's kind already has (Go, the JDK, Maven, Node.js, npm). A new
-# machine has more of these installed (python3, gcc), so it installs less than this.
+# (debootstrap minbase, in a folder under /tmp, from this machine's own Debian mirror), then one
+# `apt-get update` and `apt-get install` of every package scripts/setup.sh and `fencecheck build`
+# (toolchain/tools.py) ask for, less the toolchains a new machine of this project's kind already
+# has (Go, the JDK, Maven, Node.js, npm). A new machine has more of these installed (python3,
+# gcc), so it installs less than this.
 #   bash benchmarks/bench_fresh_apt.sh        prints the seconds of each step; removes the folder
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,11 +14,14 @@ cleanup() { umount "$root/proc" 2>/dev/null || true; rm -rf "$root"; }
 trap cleanup EXIT
 # The lists, read from the scripts themselves so that this measures what they install.
 setup_pkgs=$(sed -n '/^pkgs=(/,/)/p' scripts/setup.sh | tr -d '()' | sed 's/pkgs=//; s/\${FC_SETUP_EXTRA:-}//')
-curator=$(sed -n 's/^for p in \(lib[^;]*\); do$/\1/p' scripts/build-clients.sh)
+# Debian's Curator jars (the javac toolchain beside the JDK): toolchain/tools.py
+curator=$(python3 -m fencecheck.toolchain.tools apt javac | grep -v default-jdk | tr '\n' ' ')
 backend=$(python3 -m fencecheck.descriptors apt | tr '\n' ' ')
 pkgs="$(echo $setup_pkgs) $backend $curator"
 t0=$(date +%s)
-debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >/dev/null
+# The mirror this machine's apt uses (clusters/runtimes/apt_sources.py; deb.debian.org if none)
+mirror=$(python3 -m fencecheck.clusters.runtimes.apt_sources bookworm)
+debootstrap --variant=minbase bookworm "$root" "$mirror" >/dev/null
 t1=$(date +%s)
 mount -t proc proc "$root/proc"
 cp /etc/resolv.conf "$root/etc/resolv.conf"

@@ -161,9 +161,8 @@ def _job_key(key: Any) -> bool:
 def retired_processes(ops: Sequence[Op]) -> set[Process]:
     """Processes whose last op was `info` (or never completed): the worker went on under a new
     id. `ops` in invoke order, so a process's last op is its last in the list."""
-    last: dict[Process, str] = {}
-    for op in ops:
-        last[op.process] = op.type
+    # a notice may come while the op that retired its process was in flight: not its last op
+    last = {op.process: op.type for op in ops if op.f != "notice"}
     return {p for p, t in last.items() if t == "info" and p != NEMESIS}
 
 

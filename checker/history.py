@@ -10,11 +10,13 @@
 Every line goes through the one strict reader (checker.reader: a msgspec schema for the line, a
 table for what the checks read from values). Every problem is a `HistoryError(path, line, what)`
 whose message reads like a compiler error: `history.jsonl:17: time: expected int >= 0, got str`.
-Times never go backwards within one process; across processes they may be out of order (logs
-merged from several hosts). Blank lines at the very end are the end of the file (a trailing
-newline too many, from an editor or `echo >>`); a blank line before another event is bad input,
-since one JSON object per line is the format and a hole in it usually means a damaged merge. A key
-written twice in one object is bad input too, named (checker.reader `repeated_key`).
+Times never go backwards within one process; across processes they may be out of order (logs merged
+from several hosts). A process does one op at a time, except that a lost-lock `notice` (an invoke
+and its ok at one instant) may come while an op of its own is in flight. Blank lines at the very end
+are the end of the file (a trailing newline too many, from an editor or `echo >>`); a blank line
+before another event is bad input, since one JSON object per line is the format and a hole in it
+usually means a damaged merge. A key written twice in one object is bad input too, named
+(checker.reader `repeated_key`).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from fencecheck.checker.reader import (
     repeated_key,
     repeated_message,
 )
-from fencecheck.records.history import encode_line
+from fencecheck.records.history import NOTICE, encode_line
 
 _CHECKED_FS = frozenset(VALUES)
 
@@ -107,12 +109,19 @@ class _Pairer:
         self.src = src
         self.keep = keep  # False: validate only, build no ops (streaming)
         self.pending: dict[Process, _Pending] = {}
+        self.aside: dict[Process, _Pending] = {}  # notices that came while an op was in flight
         self.retired: set[Process] = set()
         self.ops: list[Op | None] = []
 
     def invoke(self, line: int, p: Process, index: int, time: int, f: str,
                value: dict[str, Any] | None) -> None:
         busy = self.pending.get(p)
+        if busy is not None and f == NOTICE and busy.f != NOTICE and p not in self.aside:
+            # a lost-lock notice while p's op is in flight: paired on its own
+            self.aside[p] = _Pending(len(self.ops), index, time, f, value, line)
+            if self.keep:
+                self.ops.append(None)
+            return
         if busy is not None:
             raise HistoryError(
                 self.src, line,
@@ -132,6 +141,10 @@ class _Pairer:
     def complete(self, line: int, p: Process, type_: str, index: int, time: int, f: str,
                  value: dict[str, Any] | None, error: str | None) -> None:
         inv = self.pending.pop(p, None)
+        if f == NOTICE and p in self.aside and (inv is None or inv.f != NOTICE):
+            if inv is not None:
+                self.pending[p] = inv
+            inv = self.aside.pop(p)
         if inv is None:
             raise HistoryError(
                 self.src, line, f"{type_} completion of {f} by process {p} without an invoke"
@@ -152,12 +165,13 @@ class _Pairer:
 
     def finish(self) -> list[Op]:
         """Invokes never completed become `info` ops with no end."""
-        for p, inv in self.pending.items():
+        for p, inv in [*self.pending.items(), *self.aside.items()]:
             op = Op(p, inv.f, "info", inv.index, inv.time, None, None, inv.value)
             if self.keep:
                 check_value(op, self.src, inv.line)
-            self.ops[inv.slot] = op
+                self.ops[inv.slot] = op
         self.pending.clear()
+        self.aside.clear()
         return self.ops  # type: ignore[return-value]  # every slot is filled by now
 
 
@@ -175,9 +189,10 @@ def pair(events: Iterable[Event], source: str = "<history>") -> list[Op]:
     An op's value is the invoke's value updated by the completion's. Invokes not completed by the
     end become `info` ops with `end_index`/`end_time` None. Raises `HistoryError` on a completion
     without an invoke, a completion whose f differs from its invoke's, a second invoke by a busy
-    process, or reuse of a process id retired by `info` (the nemesis is exempt); the line is the
-    event's 1-based position in `events`. Importers must present each op as invoke + completion
-    (Jepsen logs nemesis ops as info/info: map the first to invoke).
+    process (but a `notice`, which may come while an op of its process is in flight), or reuse of a
+    process id retired by `info` (the nemesis is exempt); the line is the event's 1-based position
+    in `events`. Importers must present each op as invoke + completion (Jepsen logs nemesis ops as
+    info/info: map the first to invoke).
     """
     pairer = _Pairer(source)
     for line, e in enumerate(events, 1):
@@ -277,6 +292,7 @@ def load_ops(path: Path) -> list[Op]:
     make = _make_op
     # invokes waiting for completion: process -> (slot in ops, index, time, f, value, line)
     pending: dict[Process, tuple[int, int, int, str, dict[str, Any] | None, int]] = {}
+    aside: dict[Process, tuple[int, int, int, str, dict[str, Any] | None, int]] = {}  # notices
     retired: set[Process] = set()
     last_time: dict[Process, int] = {}  # process -> the time of its last event
     ops: list[Op | None] = []
@@ -291,6 +307,8 @@ def load_ops(path: Path) -> list[Op]:
         pairer.retired = retired
         for proc, (_, i, t, fn, _, ln) in pending.items():
             pairer.pending[proc] = _Pending(0, i, t, fn, None, ln)
+        for proc, (_, i, t, fn, _, ln) in aside.items():
+            pairer.aside[proc] = _Pending(0, i, t, fn, None, ln)
         try:
             if d.type == "invoke":
                 pairer.invoke(lineno, d.process, d.index, d.time, d.f, None)
@@ -332,7 +350,13 @@ def load_ops(path: Path) -> list[Op]:
             value = d.value
             if type_ == "invoke":
                 if p in pending or p in retired:
-                    raise pairing_error(d)
+                    if (f != NOTICE or p in retired or p in aside
+                            or pending[p][3] == NOTICE):
+                        raise pairing_error(d)
+                    # a lost-lock notice while p's op is in flight: paired on its own
+                    aside[p] = (len(ops), index, time, f, value, lineno)
+                    ops.append(None)
+                    continue
                 pending[p] = (len(ops), index, time, f, value, lineno)
                 ops.append(None)
             else:
@@ -340,7 +364,9 @@ def load_ops(path: Path) -> list[Op]:
                 if inv is None or inv[3] != f:
                     if inv is not None:
                         pending[p] = inv
-                    raise pairing_error(d)
+                    if f != NOTICE or p not in aside:
+                        raise pairing_error(d)
+                    inv = aside.pop(p)
                 if type_ == "info" and p != nemesis:
                     retired.add(p)
                 inv_value = inv[4]
@@ -353,7 +379,7 @@ def load_ops(path: Path) -> list[Op]:
                 if f in client_fs:
                     check_value(op, src, inv[5])
                 ops[inv[0]] = op
-    for proc, (slot, index, time, f, value, line) in pending.items():
+    for proc, (slot, index, time, f, value, line) in [*pending.items(), *aside.items()]:
         op = Op(proc, f, "info", index, time, None, None, value)
         check_value(op, src, line)
         ops[slot] = op

@@ -5,7 +5,8 @@ the earlier grant of a double-grant or a token regression, the grant whose write
 stale, the older of the two grants whose writes interleaved. Violations with the same
 stale grant form one incident, numbered 1, 2, ... in order of that grant's ok time. An incident
 also names the fault window that overlapped the grant (from the nemesis' `start-X`/`stop-X`
-ops), the grant that came next, and a plain paragraph. Violations that no single grant explains
+ops), the grant that came next, the first lost-lock notice its process was told (checker.notices),
+and a plain paragraph. Violations that no single grant explains
 (`lost-update`, `not-linearizable`) belong to no incident.
 """
 
@@ -20,6 +21,8 @@ from typing import Any
 
 from fencecheck.checker.base import NEMESIS, CheckResult, Op
 from fencecheck.checker.grants import Grant, GrantTable, seconds, tok, who
+from fencecheck.checker.notices import Heard
+from fencecheck.checker.notices import heard as notices_heard
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +85,17 @@ def _next_grant(table: GrantTable, stale: Grant, named: int | None) -> Grant | N
 
 
 def _story(stale: Grant, end: int | None, fault: FaultWindow | None, nxt: Grant | None,
-           counts: dict[str, int]) -> str:
+           counts: dict[str, int], told: Heard | None = None) -> str:
     parts = [f'{who(stale.process).capitalize()} was granted lock "{stale.lock}" '
              f"({tok(stale.token)}) at {seconds(stale.start)}"]
     parts.append("; nothing in the history ends its lease." if end is None
                  else f"; it was surely held until {seconds(end)}.")
+    if told is not None:
+        lead = told.lead_ns
+        when = ("" if lead is None else f", {abs(lead) / 1e6:.0f} ms "
+                f"{'before' if lead >= 0 else 'after'} its lease's surely-held end")
+        reason = told.notice.get("reason") or "a notice"
+        parts.append(f" Its lock library told it at {seconds(told.notice.time)} ({reason}){when}.")
     if fault is not None:
         detail = _fault_detail(fault.value)
         until = ("and was never healed" if fault.end_ns is None
@@ -133,6 +142,7 @@ def build_incidents(checks: dict[str, CheckResult], table: GrantTable,
     order = sorted(groups, key=lambda gid: (table.grants[gid].start, gid))
     nemesis = table.nemesis_ops if table.nemesis_ops is not None else ops
     windows = fault_windows(nemesis) if order else []
+    told = notices_heard(ops, table) if order else {}  # the lock libraries' lost-lock notices
     incidents: list[dict[str, Any]] = []
     for number, gid in enumerate(order, 1):
         stale = table.grants[gid]
@@ -147,6 +157,7 @@ def build_incidents(checks: dict[str, CheckResult], table: GrantTable,
             v = checks[c].violations[n]
             counts[v.kind] = counts.get(v.kind, 0) + 1
             checks[c].violations[n] = dataclasses.replace(v, incident=number)
+        heard = told.get(gid)
         incidents.append({
             "id": number,
             "lock": stale.lock,
@@ -157,6 +168,7 @@ def build_incidents(checks: dict[str, CheckResult], table: GrantTable,
             "next_grant": None if nxt is None else _op_json(nxt),
             "violations": [{"check": c, "n": n} for c, n in members],
             "kinds": sorted(counts),
-            "story": _story(stale, end, fault, nxt, counts),
+            "story": _story(stale, end, fault, nxt, counts, heard),
+            **({} if heard is None else {"notice": heard.to_json()}),
         })
     return incidents

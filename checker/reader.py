@@ -7,8 +7,9 @@
   field: `history.jsonl:17: time: expected int >= 0, got str`.
 - `VALUES`: what the lock checks read from an op's value, per f (DESIGN.md's history format):
   lock names are strings, tokens integers of any size or null, lease_ms a finite non-negative
-  number or null, keys strings, attempt_ns an integer ns time. `check_value` holds a paired op
-  to it: a value the checks would need and cannot use is bad input, never silently skipped.
+  number or null, keys strings, attempt_ns an integer ns time, a notice's reason a string.
+  `check_value` holds a paired op to it: a value the checks would need and cannot use is bad
+  input, never silently skipped.
 - `line_schema()`: the JSON Schema of a line, from `Line` and `VALUES` (`fencecheck schema
   history`).
 - `repeated_key(raw)`: the first key that appears twice in one object of a line, or None.
@@ -166,6 +167,8 @@ VALUES: Final[dict[str, dict[str, tuple[Kind, str]]]] = {
     "release": {"lock": (STRING, "always"), "token": (TOKEN, "no")},
     "read": {"key": (STRING, "no"), "lock": (STRING_OR_NULL, "no"), "token": (TOKEN, "no")},
     "write": {"key": (STRING, "no"), "lock": (STRING_OR_NULL, "no"), "token": (TOKEN, "no")},
+    # a lost-lock notice (fencecheck.records.history `Notice`): invoke and ok at one instant
+    "notice": {"lock": (STRING, "always"), "token": (TOKEN, "no"), "reason": (STRING, "no")},
 }
 _MISSING: Final = object()
 
@@ -217,6 +220,8 @@ USUAL: Final[dict[str, Callable[[dict[str, Any]], bool]]] = {
                        and type(v.get("token")) in _INT_OR_NULL),
     "write": lambda v: (type(v.get("key")) is str and type(v.get("lock")) in _STR_OR_NULL
                         and type(v.get("token")) in _INT_OR_NULL),
+    "notice": lambda v: (type(v.get("lock")) is str and type(v.get("token")) in _INT_OR_NULL
+                         and type(v.get("reason", "")) is str),
 }
 
 

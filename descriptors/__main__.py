@@ -1,8 +1,6 @@
 """`python3 -m fencecheck.descriptors apt`: the Debian packages the built-in backends and
-resources declare, one a line (scripts/setup.sh installs them). `... builds`: the server
-binaries the built-in backends build here, "NAME MODULE" a line (scripts/build-clients.sh runs
-them). Runs on a bare python3 from the checkout: this package needs nothing but the standard
-library."""
+resources declare, one a line (scripts/setup.sh installs them). Runs on a bare python3 from the
+checkout: this package needs nothing but the standard library."""
 
 from __future__ import annotations
 
@@ -18,16 +16,11 @@ def apt_packages() -> list[str]:
     return list(dict.fromkeys(p for n in needs for p in n.package.split() if p))
 
 
-def server_builds() -> list[str]:
-    return [f"{b.server_build.name} {b.server_build.module}" for b in BUILTIN_BACKENDS
-            if b.server_build is not None]
-
-
 def main(argv: list[str]) -> int:
-    if argv not in (["apt"], ["builds"]):
-        print("usage: python3 -m fencecheck.descriptors apt|builds", file=sys.stderr)
+    if argv != ["apt"]:
+        print("usage: python3 -m fencecheck.descriptors apt", file=sys.stderr)
         return 3
-    print("\n".join(apt_packages() if argv == ["apt"] else server_builds()))
+    print("\n".join(apt_packages()))
     return 0
 
 

@@ -1,7 +1,8 @@
 """Every backend, lock client and resource: the built-in descriptor modules plus what installed
 plugins register under the entry-point groups `fencecheck.backends` (a BackendDescriptor),
 `fencecheck.clients` (a ClientPlugin: a client and the backends it drives) and
-`fencecheck.resources` (a ResourceDescriptor); see docs/extending.md. Every table that lists
+`fencecheck.resources` (a ResourceDescriptor), `fencecheck.runtimes` (a RuntimeDescriptor) and
+`fencecheck.workloads` (a WorkloadDescriptor); see docs/extending.md. Every table that lists
 backends is derived from here."""
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from fencecheck.descriptors import (
     consul,
     etcd,
     galera,
+    hazelcast,
+    hazelcast_unsafe,
     kubernetes,
     mariadb,
     nats,
@@ -30,9 +33,17 @@ from fencecheck.descriptors import (
     sentinel,
     zookeeper,
 )
-from fencecheck.descriptors.base import BackendDescriptor, ClientDescriptor, ResourceDescriptor
+from fencecheck.descriptors.base import (
+    BackendDescriptor,
+    ClientDescriptor,
+    ResourceDescriptor,
+    RuntimeDescriptor,
+    WorkloadDescriptor,
+)
 from fencecheck.descriptors.base import CatalogError as CatalogError  # re-exported
 from fencecheck.descriptors.resources import RESOURCES as BUILTIN_RESOURCES
+from fencecheck.descriptors.runtimes import RUNTIMES as BUILTIN_RUNTIMES
+from fencecheck.descriptors.workloads import WORKLOADS as BUILTIN_WORKLOADS
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +54,7 @@ T = TypeVar("T")
 BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
     postgres_advisory.BACKEND, mariadb.BACKEND, galera.BACKEND,
-    kubernetes.BACKEND, nats.BACKEND, consul.BACKEND,
+    kubernetes.BACKEND, nats.BACKEND, hazelcast.BACKEND, hazelcast_unsafe.BACKEND, consul.BACKEND,
 )
 
 # The user's own program (--client-cmd; docs/client-protocol.md) drives every backend and every
@@ -51,7 +62,8 @@ BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
 STDIO_CLIENT = ClientDescriptor("stdio", "fencecheck.workloads.clients.stdio:StdioClient",
                                 token="what the program replies")
 
-GROUPS = ("fencecheck.backends", "fencecheck.clients", "fencecheck.resources", "fencecheck.faults")
+GROUPS = ("fencecheck.backends", "fencecheck.clients", "fencecheck.resources", "fencecheck.faults",
+          "fencecheck.runtimes", "fencecheck.workloads")
 
 
 
@@ -144,9 +156,32 @@ def clients() -> dict[str, ClientDescriptor]:
     return out
 
 
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
+
+
+def _named(builtin: tuple[N, ...], group: str, kind: type[N]) -> dict[str, N]:
+    """The built-in descriptors by name, with those of the entry-point group over them."""
+    table = {d.name: d for d in builtin}
+    for d in load_group(group, kind):
+        table[d.name] = d
+    return table
+
+
 @functools.cache
 def resources() -> dict[str, ResourceDescriptor]:
-    table = {r.name: r for r in BUILTIN_RESOURCES}
-    for r in load_group("fencecheck.resources", ResourceDescriptor):
-        table[r.name] = r
-    return table
+    return _named(BUILTIN_RESOURCES, "fencecheck.resources", ResourceDescriptor)
+
+
+@functools.cache
+def runtimes() -> dict[str, RuntimeDescriptor]:
+    return _named(BUILTIN_RUNTIMES, "fencecheck.runtimes", RuntimeDescriptor)
+
+
+@functools.cache
+def workloads() -> dict[str, WorkloadDescriptor]:
+    return _named(BUILTIN_WORKLOADS, "fencecheck.workloads", WorkloadDescriptor)

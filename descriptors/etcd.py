@@ -10,7 +10,9 @@ from fencecheck.descriptors.base import (
     ClientDescriptor,
     Need,
     Program,
+    scenario,
 )
+from fencecheck.descriptors.rows import LONG_SECTION
 
 BACKEND = BackendDescriptor(
     name="etcd",
@@ -23,6 +25,16 @@ BACKEND = BackendDescriptor(
             library="etcd lease + v3 lock API (JSON gateway)",
             dist="httpx",
             token="the lock key's create revision",
+            comparison=(
+                scenario("pause", "must-find"),
+                scenario("pause", "must-pass", fencing=True),
+                scenario("partition", "must-pass", fencing=True, **LONG_SECTION),
+                scenario("kill", "must-pass", fencing=True, time_limit_s=15),
+                scenario("pause", "must-find", name="careless-pause-etcd-strict",
+                         section="careless", time_limit_s=20, lease_ms=2000,
+                         workload_options={"renew": True}),
+                scenario("delay", "must-pass", fencing=True, time_limit_s=20),
+            ),
         ),
         ClientDescriptor(
             "etcd-election",
@@ -31,7 +43,7 @@ BACKEND = BackendDescriptor(
             dist="httpx",
             token="the leader key's create revision",
         ),
-        # etcd's Go concurrency.Mutex, a program built by scripts/build-clients.sh
+        # etcd's Go concurrency.Mutex, a program built by `fencecheck build`
         ClientDescriptor(
             "etcd-go",
             "fencecheck.workloads.clients.third_party:ShippedClient",
@@ -48,6 +60,14 @@ BACKEND = BackendDescriptor(
             library="etcd, careless (plain delete, blind renew, works on)",
             dist="httpx",
             token="as etcd (--client-opt careless=STEP,...)",
+            comparison=(
+                scenario("pause", "must-find", name="careless-pause-etcd-careless",
+                         section="careless", time_limit_s=20, lease_ms=2000,
+                         workload_options={"renew": True}),
+                scenario("pause", "must-find", fencing=True,
+                         name="careless-pause-etcd-careless-fenced", section="careless",
+                         time_limit_s=20, lease_ms=2000, workload_options={"renew": True}),
+            ),
         ),
         ClientDescriptor(
             "etcd3",
@@ -55,8 +75,13 @@ BACKEND = BackendDescriptor(
             library="python-etcd3 `Lock` (gRPC)",
             dist="etcd3",
             token=None,
+            comparison=(
+                scenario("none", "must-pass", fencing=None, time_limit_s=10),
+                scenario("pause", "must-find"),
+                scenario("partition", "must-find", **LONG_SECTION),
+            ),
         ),
-        # etcd's Go concurrency.Election, a program built by scripts/build-clients.sh
+        # etcd's Go concurrency.Election, a program built by `fencecheck build`
         ClientDescriptor(
             "etcd-go-election",
             "fencecheck.workloads.clients.third_party:ShippedClient",
@@ -69,6 +94,11 @@ BACKEND = BackendDescriptor(
             ),
             token="the leader key's create revision",
             workloads=frozenset({"leader"}),
+            comparison=(
+                scenario("pause", "must-find", workload="leader", lease_ms=2000, time_limit_s=30),
+                scenario("pause", "must-pass", fencing=True, workload="leader", lease_ms=2000,
+                         time_limit_s=20),
+            ),
         ),
     ),
     token="create revision",

@@ -4,7 +4,13 @@ refuses `GET_LOCK` (MDEV-30473), so the table is the lock."""
 
 from __future__ import annotations
 
-from fencecheck.descriptors.base import PAUSE, BackendDescriptor, ClientDescriptor, Need
+from fencecheck.descriptors.base import (
+    PAUSE,
+    BackendDescriptor,
+    ClientDescriptor,
+    Need,
+    scenario,
+)
 
 BACKEND = BackendDescriptor(
     name="galera",
@@ -16,7 +22,19 @@ BACKEND = BackendDescriptor(
                          library="a lock row on Galera (ShedLock's pattern), each worker "
                                  "through its own node",
                          dist="PyMySQL",
-                         token="a per-lock counter bumped in the UPDATE that takes the row"),
+                         token="a per-lock counter bumped in the UPDATE that takes the row",
+                         comparison=(
+                             scenario("none", "must-pass", fencing=None,
+                                      note=("The lock table on Galera, each worker writing "
+                                            "through its own node."),
+                                      lease_ms=2000, time_limit_s=12),
+                             scenario("pause", "must-find", lease_ms=2000, time_limit_s=20),
+                             scenario("pause", "must-pass", fencing=True,
+                                      note=("Fenced by the counter the UPDATE that takes the "
+                                            "row bumps."),
+                                      lease_ms=2000, time_limit_s=20),
+                             scenario("partition", "must-pass", lease_ms=2000, time_limit_s=15),
+                         )),
     ),
     token="counter in the lock row",
     nodes=3,

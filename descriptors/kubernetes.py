@@ -12,8 +12,9 @@ from fencecheck.descriptors.base import (
     ClientDescriptor,
     Need,
     Program,
-    ServerBuild,
+    scenario,
 )
+from fencecheck.descriptors.rows import K8S_LEADER
 
 BACKEND = BackendDescriptor(
     name="kubernetes",
@@ -28,6 +29,21 @@ BACKEND = BackendDescriptor(
             token="the Lease's resourceVersion of the winning write",
             workloads=frozenset({"lock", "leader"}),
             settings_check="fencecheck.workloads.clients.kube_lease:check_settings",
+            comparison=(
+                scenario("none", "must-pass", fencing=None,
+                         note="the library refuses a Lease under 2 s", workload="leader",
+                         lease_ms=3000, concurrency=3, time_limit_s=10),
+                scenario("pause", "must-find", **K8S_LEADER,
+                         time_limit_s=20),
+                scenario("pause", "must-pass", fencing=True, **K8S_LEADER, time_limit_s=20),
+                scenario("partition", "must-pass", fencing=True, **K8S_LEADER, time_limit_s=20),
+                scenario("kill", "must-pass", fencing=True,
+                         note="an API server killed and restarted", workload="leader",
+                         lease_ms=3000, concurrency=3, time_limit_s=15),
+                scenario("client-clock", "must-find",
+                         note="the python client judges leases by time.time()", lease_ms=3000,
+                         time_limit_s=15, workload_options={"think_ms": 600}),
+            ),
         ),
         ClientDescriptor(
             "client-go",
@@ -38,6 +54,18 @@ BACKEND = BackendDescriptor(
             ),
             token="the Lease's resourceVersion of the winning write",
             workloads=frozenset({"lock", "leader"}),
+            comparison=(
+                scenario("pause", "must-find", lease_ms=2000, time_limit_s=20),
+                scenario("pause", "must-find", fencing=True,
+                         note=("ReleaseOnCancel after a pause empties the successor's Lease: "
+                               "double grant only"),
+                         lease_ms=2000, time_limit_s=20),
+                scenario("partition,kill", "must-pass", fencing=True, lease_ms=2000,
+                         time_limit_s=20),
+                scenario("client-clock", "must-pass",
+                         note="Go measures leases on its monotonic clock", lease_ms=3000,
+                         time_limit_s=15, workload_options={"think_ms": 600}),
+            ),
         ),
     ),
     token="the Lease's resourceVersion",
@@ -60,5 +88,5 @@ BACKEND = BackendDescriptor(
         "through the vDSO, which an LD_PRELOAD shim cannot intercept"
     ),
     preflight="fencecheck.clusters.services.kube_build:binary",
-    server_build=ServerBuild("kube-apiserver", "fencecheck.clusters.services.kube_build"),
+    server_build="fencecheck.clusters.services.kube_build",
 )

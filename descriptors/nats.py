@@ -12,7 +12,7 @@ from fencecheck.descriptors.base import (
     ClientDescriptor,
     Need,
     Program,
-    ServerBuild,
+    scenario,
 )
 
 BACKEND = BackendDescriptor(
@@ -23,14 +23,24 @@ BACKEND = BackendDescriptor(
         ClientDescriptor("nats", "fencecheck.workloads.clients.nats:NatsKvClient",
                          library="NATS JetStream KV `create` / `update` at the last revision",
                          dist="nats-py",
-                         token="the lock key's revision at its create"),
+                         token="the lock key's revision at its create",
+                         comparison=(
+                             scenario("none", "must-pass", fencing=None, time_limit_s=10),
+                             scenario("pause", "must-find"),
+                             scenario("pause", "must-pass", fencing=True),
+                         )),
         ClientDescriptor("nats-go", "fencecheck.workloads.clients.third_party:ShippedClient",
                          library="NATS JetStream KV `Create` / `Update` at the last revision "
                                  "(nats.go)",
                          program=Program("go/nats", "go", "nats-kv-client",
                                          pins=("github.com/nats-io/nats.go", "nats.go")),
                          token="the lock key's revision at its create",
-                         workloads=frozenset({"lock"})),
+                         workloads=frozenset({"lock"}),
+                         comparison=(
+                             scenario("none", "must-pass", fencing=None, time_limit_s=10),
+                             scenario("pause", "must-find"),
+                             scenario("pause", "must-pass", fencing=True),
+                         )),
     ),
     token="KV revision",
     nodes=3,
@@ -53,5 +63,5 @@ BACKEND = BackendDescriptor(
         "vDSO, which an LD_PRELOAD shim cannot intercept"
     ),
     preflight="fencecheck.clusters.services.nats_build:binary",
-    server_build=ServerBuild("nats-server", "fencecheck.clusters.services.nats_build"),
+    server_build="fencecheck.clusters.services.nats_build",
 )

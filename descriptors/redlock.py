@@ -10,8 +10,10 @@ from fencecheck.descriptors.base import (
     BackendDescriptor,
     ClientDescriptor,
     Program,
+    scenario,
 )
 from fencecheck.descriptors.redis import REDIS_NEEDS, REDIS_VERSION
+from fencecheck.descriptors.rows import CLOCK_JUMP, LONG_SECTION
 
 BACKEND = BackendDescriptor(
     name="redlock",
@@ -24,6 +26,10 @@ BACKEND = BackendDescriptor(
             library="the published Redlock algorithm (reference client)",
             dist="redis",
             token=None,
+            comparison=(
+                scenario("pause", "must-find"),
+                scenario("clock", "must-find", **CLOCK_JUMP),
+            ),
         ),
         ClientDescriptor(
             "redlock",
@@ -31,8 +37,12 @@ BACKEND = BackendDescriptor(
             library="pottery `Redlock`",
             dist="pottery",
             token=None,
+            comparison=(
+                scenario("pause", "must-find"),
+                scenario("clock", "must-find", **CLOCK_JUMP),
+            ),
         ),
-        # npm redlock + ioredis, a program built by scripts/build-clients.sh
+        # npm redlock + ioredis, a program built by `fencecheck build`
         ClientDescriptor(
             "node-redlock",
             "fencecheck.workloads.clients.third_party:ShippedClient",
@@ -47,8 +57,14 @@ BACKEND = BackendDescriptor(
             library="aioredlock `Aioredlock.lock` (watchdog)",
             dist="aioredlock",
             token=None,
+            comparison=(
+                scenario("none", "must-pass", fencing=None, time_limit_s=10),
+                scenario("pause", "must-find"),
+                scenario("partition", "must-find", **LONG_SECTION),
+                scenario("clock", "must-find", **CLOCK_JUMP),
+            ),
         ),
-        # go-redsync (Redlock in Go), a program built by scripts/build-clients.sh
+        # go-redsync (Redlock in Go), a program built by `fencecheck build`
         ClientDescriptor(
             "go-redsync",
             "fencecheck.workloads.clients.third_party:ShippedClient",
@@ -61,12 +77,18 @@ BACKEND = BackendDescriptor(
             ),
             token=None,
             workloads=frozenset({"lock"}),
+            comparison=(
+                scenario("none", "must-pass", fencing=None, lease_ms=5000, time_limit_s=8),
+                scenario("clock", "must-find", lease_ms=2000, time_limit_s=12,
+                         workload_options={"think_ms": 100}),
+            ),
         ),
     ),
     token="none",
     nodes=5,
     capabilities=frozenset({PAUSE, KILL, CLOCK, UNSYNCED}),
     service_args=frozenset({"persistence", "env_for", "ledger"}),
+    options="fencecheck.clusters.services.redis:RedisOptions",
     needs=REDIS_NEEDS,
     version_argv=REDIS_VERSION,
     python_libs=("redis", "pottery", "aioredlock"),

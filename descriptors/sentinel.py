@@ -10,6 +10,7 @@ from fencecheck.descriptors.base import (
     BackendDescriptor,
     ClientDescriptor,
     Need,
+    scenario,
 )
 from fencecheck.descriptors.redis import REDIS_NEEDS, REDIS_VERSION, redisson_clients
 
@@ -24,14 +25,18 @@ BACKEND = BackendDescriptor(
             library="SET NX on the Sentinel primary",
             dist="redis",
             token="INCR on the primary (lost with the primary's unreplicated writes)",
+            comparison=(
+                scenario("pause", "must-find"),
+            ),
         ),
-        # Redisson's RLock and RFencedLock through the sentinels, built by build-clients.sh
+        # Redisson's RLock and RFencedLock through the sentinels, built by `fencecheck build`
         *redisson_clients(", through the sentinels", "INCR on the primary"),
     ),
     token="yes",
     nodes=3,
     capabilities=frozenset({PAUSE, KILL, CLOCK, FAILOVER}),
     service_args=frozenset({"persistence", "env_for", "ledger"}),
+    options="fencecheck.clusters.services.redis:RedisOptions",
     needs=(*REDIS_NEEDS, Need("redis-sentinel", binary="redis-sentinel", package="redis-sentinel")),
     version_argv=REDIS_VERSION,
     python_libs=("redis",),

@@ -10,6 +10,7 @@ from fencecheck.descriptors.base import (
     ClientDescriptor,
     Need,
     Program,
+    scenario,
 )
 
 BACKEND = BackendDescriptor(
@@ -23,6 +24,14 @@ BACKEND = BackendDescriptor(
             library="kazoo `Lock`",
             dist="kazoo",
             token="the lock node's czxid",
+            comparison=(
+                scenario("pause", "must-find",
+                         note="the session timeout (ZooKeeper allows 400 ms to 120 s)",
+                         lease_ms=2000, time_limit_s=15),
+                scenario("pause", "must-pass", fencing=True, lease_ms=2000, time_limit_s=15),
+                scenario("clock", "must-pass", lease_ms=2000, time_limit_s=15),
+                scenario("kill", "must-pass", fencing=True, lease_ms=2000, time_limit_s=15),
+            ),
         ),
         ClientDescriptor(
             "zookeeper-election",
@@ -31,7 +40,7 @@ BACKEND = BackendDescriptor(
             dist="kazoo",
             token="the election node's czxid",
         ),
-        # Apache Curator's InterProcessMutex, a program built by scripts/build-clients.sh
+        # Apache Curator's InterProcessMutex, a program built by `fencecheck build`
         ClientDescriptor(
             "curator",
             "fencecheck.workloads.clients.third_party:ShippedClient",

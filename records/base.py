@@ -13,6 +13,10 @@ import msgspec
 
 T = TypeVar("T")
 
+# Where the file formats are described, for the generated schemas (the package ships no docs;
+# the project's Documentation URL in pyproject.toml)
+DOCS = "https://github.com/fencecheck/fencecheck/blob/main/docs"
+
 
 class RecordError(ValueError):
     """A record file that is not as specified; one line naming the file and the field (the CLI

@@ -1,5 +1,5 @@
 """The history event, the one owner of its shape: a worker's or the nemesis's log line (`Event`)
-and a history.jsonl line (`Line`: the same event with its `index`), DESIGN.md's history format.
+and a history.jsonl line (`Line`: the same event with its `index`), docs/history-format.md.
 
 - `Line`: `index` and `time` integers >= 0 (ns since the run started, on the controller host's
   monotonic clock), `process` an integer or "nemesis", `type` one of invoke, ok, fail, info, `f`
@@ -17,6 +17,12 @@ and a history.jsonl line (`Line`: the same event with its `index`), DESIGN.md's 
 - `FINAL_READ_PROCESS_BASE`: the final read's processes count from it (the one definition: the
   controller starts the final read with it, the checker names those processes by it).
 - `schema()`: the JSON Schema of a line, generated from `Line`.
+- `NOTICE`, `Notice`, `notice_lines`: a lost-lock notice, the one `f` a process may record while
+  an operation of its own is in flight. Its value (`Notice`: `lock`, `token`, `reason`) says that
+  the client's *library* told the process its lock or leadership is lost or in doubt (client-go's
+  `OnStoppedLeading`, kazoo's and Curator's `SUSPENDED`/`LOST`, a failed renewal's callback). It
+  is an observation, not an operation on the service: an invoke and an ok at one instant, written
+  together (`notice_lines`).
 
 Lines carry no version: every release wrote these fields (`index` first, `value` always), so the
 format is `HISTORY_FORMAT` 1; a change a reader must know about would add a versioned field.
@@ -31,7 +37,7 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from fencecheck.records.base import RecordError
+from fencecheck.records.base import DOCS, RecordError
 
 HISTORY_FORMAT: Final = 1
 FINAL_READ_PROCESS_BASE: Final = 1_000_000
@@ -41,6 +47,7 @@ Nat = Annotated[int, msgspec.Meta(ge=0)]
 EventType = Literal["invoke", "ok", "fail", "info"]
 EVENT_TYPES: Final[tuple[EventType, ...]] = ("invoke", "ok", "fail", "info")
 Process = int | Literal["nemesis"]
+NOTICE: Final = "notice"
 
 
 class Line(msgspec.Struct, gc=False):
@@ -81,6 +88,28 @@ class Event(msgspec.Struct, omit_defaults=True):
         if self.error is not None:
             d["error"] = self.error
         return d
+
+
+class Notice(msgspec.Struct, kw_only=True):
+    """The value of a `notice` line (its invoke's and its ok's): the library told the process
+    that its lock `lock` is lost or in doubt. `token`: the grant it was about (null where the lock
+    has none, or the library did not say); `reason`: the library's words (`SUSPENDED`, `LOST`,
+    `OnStoppedLeading`, `renewal-failed`)."""
+
+    lock: str
+    token: int | None = None
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lock": self.lock, "token": self.token, "reason": self.reason}
+
+
+def notice_lines(time: int, process: int, notice: Notice) -> bytes:
+    """A notice as a log writes it: its invoke and its ok at `time`, two lines in one string
+    (one write, so that nothing comes between them)."""
+    value = notice.to_json()
+    return (encode_event(Event(time, process, "invoke", NOTICE, value))
+            + encode_event(Event(time, process, "ok", NOTICE, value)))
 
 
 class LineError(RecordError):
@@ -218,8 +247,10 @@ def schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of one history.jsonl line, generated from `Line`."""
     s: dict[str, Any] = msgspec.json.schema(Line)
     s["$defs"]["Line"]["description"] = (
-        "One line of history.jsonl (fencecheck DESIGN.md, History format). Times are integer ns "
-        "since the run started.")
+        "One line of a fencecheck history (history.jsonl): an operation's invoke or completion "
+        "(ok: it happened; fail: it surely did not; info: unknown) by a client process or the "
+        "nemesis. Times are integer ns since the run started. The format: "
+        f"{DOCS}/history-format.md")
     s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     s["title"] = "fencecheck history line"
     return s

@@ -1,4 +1,4 @@
-"""results.json: the verdict on one history (DESIGN.md, Checks), and the contract other tools
+"""results.json: the verdict on one history (docs/checks.md), and the contract other tools
 read. Times are integer ns since the run started; every time field's name ends in _ns.
 
 A check and a violation carry more than their common fields: what each check measured (a
@@ -26,6 +26,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from fencecheck.records.base import (
+    DOCS,
     RecordError,
     RecordFile,
     convert,
@@ -106,8 +107,26 @@ class ViolationRef(msgspec.Struct, kw_only=True):
     n: Nat  # position in that check's `violations`
 
 
+class Notice(msgspec.Struct, kw_only=True):
+    """The first lost-lock notice about a grant (checker.notices): when its process was told,
+    and how that fell against the grant's surely-held end by its lease (`lead_ns` = end - time:
+    > 0 an early warning, < 0 late; None without a lease)."""
+
+    grant: Nat
+    process: Process
+    lock: str
+    token: int | None
+    reason: str
+    index: Nat
+    time_ns: Nat
+    surely_held_end_ns: Nat | None
+    lead_ns: int | None
+    notices: Nat  # notices about this grant
+
+
 class Incident(msgspec.Struct, kw_only=True):
-    """A stale grant, the fault that made it stale, the next grant, what followed from it."""
+    """A stale grant, the fault that made it stale, the next grant, what followed from it;
+    `notice`, where its lock library told its process the lock was lost."""
 
     id: Id
     lock: str
@@ -117,6 +136,7 @@ class Incident(msgspec.Struct, kw_only=True):
     violations: list[ViolationRef]
     kinds: list[str]
     story: str
+    notice: Notice | UnsetType = UNSET
 
 
 class Results(msgspec.Struct, kw_only=True):
@@ -248,8 +268,10 @@ def schema() -> dict[str, Any]:
     """Generated from the record; checks and violations allow their extra fields beside the
     common ones (the `extra` of the record is not a field of the file)."""
     s = schema_of(Results, "fencecheck results.json",
-                  "The verdict on one history (fencecheck DESIGN.md, Checks). Times are integer "
-                  "ns since the run started; every time field's name ends in _ns.")
+                  "The verdict of fencecheck's checks on one history: valid, invalid or "
+                  "unknown, each check's violations, and the incidents they group into. Times "
+                  "are integer ns since the run started; every time field's name ends in _ns. "
+                  f"The checks: {DOCS}/checks.md")
     for name in ("Check", "Violation"):
         d = s["$defs"][name]
         d["properties"].pop("extra", None)

@@ -10,8 +10,13 @@ none may have the wrong type.
 
 `config` is the run's configuration as `RunConfig` (fencecheck.run.config) dumps it, with `client`,
 `nodes` and `nemesis` as the run resolved them; `RunConfig` owns its fields and validates them
-again at replay. The fields that readers interpret (backend, client, fault, fencing ...) are
-`RunSettings`, checked on decode, so a wrong type there is an error naming the field.
+again at replay. Since each part's options moved to their owners (`backend_options`,
+`runtime_options`, `workload_options`, `fault_options`, ...), a config holds them whole; the flat
+fields earlier releases wrote (`persistence`, `ssh_user`, `think_ms`, `pause_target`, ...) are
+still read, as aliases (fencecheck/run/options.py), so their files still replay. Its schema is
+`fencecheck schema config`. The fields that readers interpret (backend, client, fault,
+fencing ...) are `RunSettings`, checked on decode, so a wrong type there is an error naming the
+field.
 """
 
 from __future__ import annotations

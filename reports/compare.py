@@ -1,12 +1,13 @@
 """The comparison matrix: many runs side by side, as HTML and CSV.
 
 `summarize(run_dir)` reduces one run to a row (configuration, verdict, violation counts by kind,
-availability, latency, time to first violation); `matrix(rows)` groups rows by backend × client ×
-resource × workload × nemesis × fencing with pandas; `compare(paths, out_dir)` writes both files,
-each cell linking to its runs' reports (written first where missing). Given expectations (a test
-name's "must-find" or "must-pass", or a matrix's rows), a configuration shows whether it met
-them: violations found where they must be are green, "found as expected". CSV cells a
-spreadsheet would read as a formula are escaped.
+availability, latency, time to first violation, the lock library's lost-lock notices: none, or their
+median lead or lag against the grants' surely-held ends); `matrix(rows)` groups rows by backend ×
+client × resource × workload × nemesis × fencing with pandas; `compare(paths, out_dir)` writes both
+files, each cell linking to its runs' reports (written first where missing). Given expectations (a
+test name's "must-find" or "must-pass", or a matrix's rows), a configuration shows whether it met
+them: violations found where they must be are green, "found as expected". CSV cells a spreadsheet
+would read as a formula are escaped.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pandas as pd
 from msgspec import UNSET
 
 from fencecheck.checker.base import NEMESIS
+from fencecheck.checker.notices import NAME as NOTICES
 from fencecheck.checker.registry import kind_names
 from fencecheck.records.base import write_atomic
 from fencecheck.reports.html import env, static_text, write_report
@@ -61,6 +63,9 @@ class RunSummary:
     first_violation_s: float | None
     report: Path | None
     expect: str | None = None  # "must-find" or "must-pass", where the caller said
+    # lost-lock notices (checker.notices): how many, and the run's median lead (ms; < 0 a lag)
+    notices: int = 0
+    notice_lead_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +153,27 @@ def summarize(run_dir: Path, *, write_missing_report: bool = True,
         first_violation_s=_first_violation_s(run),
         report=report,
         expect=expect,
+        **_notices(run),
     )
+
+
+def _notices(run: RunData) -> dict[str, Any]:
+    """The notices check's count and median lead (results.json), for the "notice" column."""
+    check = run.results.checks.get(NOTICES) if run.results is not None else None
+    if check is None:
+        return {}
+    lead = check.extra.get("median_lead_ns")
+    return {"notices": int(check.extra.get("notices", 0)),
+            "notice_lead_ms": lead / 1e6 if isinstance(lead, int) else None}
+
+
+def notice_text(notices: Any, lead_ms: Any) -> str:
+    """The "notice" column: none, no lease, or the median lead / lag in ms."""
+    if not notices or pd.isna(notices):
+        return "none"
+    if lead_ms is None or pd.isna(lead_ms):
+        return "no lease to compare"
+    return f"lead {lead_ms:.0f} ms" if lead_ms >= 0 else f"lag {-lead_ms:.0f} ms"
 
 
 def _worst(verdicts: pd.Series) -> str:
@@ -182,6 +207,8 @@ def matrix(rows: Sequence[RunSummary]) -> pd.DataFrame:
         "p50_ms": ("p50_ms", "median"),
         "p99_ms": ("p99_ms", "max"),
         "first_violation_s": ("first_violation_s", "min"),
+        "notices": ("notices", "sum"),
+        "notice_lead_ms": ("notice_lead_ms", "median"),
         "expect": ("expect", lambda s: "+".join(sorted(set(s) - {""}))),
     }
     grouped: pd.DataFrame = df.groupby(list(CONFIG_KEYS), sort=True, dropna=False).agg(**agg)
@@ -256,7 +283,7 @@ def _render(
 ) -> str:
     kinds = [c for c in m.columns if c not in (
         "runs", "verdict", "invalid_runs", "ok_frac", "p50_ms", "p99_ms", "first_violation_s",
-        "expect",
+        "expect", "notices", "notice_lead_ms",
     )]
     by_key: dict[tuple[str, ...], list[RunSummary]] = {}
     for r in sorted(rows, key=lambda r: r.started, reverse=True):
@@ -291,6 +318,7 @@ def _render(
                 "p50": _fmt_num(row["p50_ms"], ".2f"),
                 "p99": _fmt_num(row["p99_ms"], ".2f"),
                 "ttfv": _fmt_num(row["first_violation_s"], ".3f"),
+                "notice": notice_text(row["notices"], row["notice_lead_ms"]),
                 "links": links(k),
             }
         )

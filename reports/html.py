@@ -21,12 +21,14 @@ from typing import Any
 from urllib.parse import quote
 
 import jinja2
+import markupsafe
 from msgspec import UNSET
 
 from fencecheck.checker.base import NEMESIS, Op
 from fencecheck.checker.names import ProcessNames, load_names
 from fencecheck.records.base import write_atomic
 from fencecheck.records.results import OpRef, Results, Violation, check_details
+from fencecheck.records.text import visible
 from fencecheck.reports import figures, timeline_plot
 from fencecheck.reports.incidents import incident_views
 from fencecheck.reports.rundata import RunData, load_run, store_of, violation_counts
@@ -43,6 +45,17 @@ log = logging.getLogger(__name__)
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
+
+
+def _shown(value: Any) -> Any:
+    """Every text the templates print, as the CLI shows it: a control or bidi character in a
+    lock name or an error is an escape (records/text.py), never raw in the page. Markup (the
+    page's own CSS, JS and JSON, marked safe) is left alone."""
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return visible(value)
+    return value
+
+
 @cache
 def env() -> jinja2.Environment:
     e = jinja2.Environment(
@@ -51,6 +64,7 @@ def env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
     # Plain JSON text, escaped like any other text (jinja's own tojson is for <script> only).
     e.filters["json"] = lambda v: json.dumps(v, default=str)
@@ -244,6 +258,23 @@ def _relative(target: Path, start: Path) -> str:
     return Path(os.path.relpath(target, start)).as_posix()
 
 
+def _subtitle(run: RunData, n_ops: int, seed: str) -> list[str]:
+    """The parts of the line under the verdict that the run recorded (a bare history has no
+    run id, start, duration or seed: those are left out, not shown empty)."""
+    test = run.test
+    parts = [run.name]
+    if test.run_id is not UNSET and test.run_id:
+        parts.append(f"run {test.run_id}")
+    if test.started is not UNSET and test.started:
+        parts.append(str(test.started))
+    if test.duration_s is not UNSET:
+        parts.append(f"{test.duration_s:.1f} s")
+    parts.append(f"{n_ops} operation{'s' if n_ops != 1 else ''}")
+    if seed:
+        parts.append(f"seed {seed}")
+    return parts
+
+
 def render_report(run: RunData, plotly_src: str) -> str:
     """The report page of a run, with plotly's JS at the relative URL plotly_src."""
     ops = run.ops
@@ -280,12 +311,12 @@ def render_report(run: RunData, plotly_src: str) -> str:
     kinds = Counter(c["kind"] for c in cards)
     for kind, n in violation_counts(run.results).items():  # checks list at most 100 each
         kinds[kind] = max(kinds[kind], n)
+    seed = _fmt("" if (seed := test.run_seed) is UNSET else seed)
     context = {
         "title": run.name,
+        "subtitle": _subtitle(run, len(ops), seed),
         "run_id": run.run_dir.name if test.run_id is UNSET else test.run_id,
         "run_dir_name": run.run_dir.name,
-        "started": "" if test.started is UNSET else test.started,
-        "duration_s": None if test.duration_s is UNSET else test.duration_s,
         "exit_code": None if test.exit_code is UNSET else test.exit_code,
         "verdict": verdict,
         "kinds": sorted(kinds.items()),
@@ -309,7 +340,7 @@ def render_report(run: RunData, plotly_src: str) -> str:
         "checks": _checks(run.results),
         "stats": {k: _fmt(v) for k, v in (run.results.stats if run.results else {}).items()},
         "config": {k: _fmt(v) for k, v in config.items()},
-        "seed": _fmt("" if (seed := test.run_seed) is UNSET else seed),
+        "seed": seed,
         "versions": {k: _fmt(v) for k, v in versions.items()},
         "logs": [p.as_posix() for p in run.logs],
         "files": _run_files(run),

@@ -20,7 +20,8 @@ from msgspec import UNSET, UnsetType
 from fencecheck.checker.base import NEMESIS, Op
 from fencecheck.checker.names import ProcessNames, fault_target, legend
 from fencecheck.checker.registry import kind
-from fencecheck.records.results import Fault, Grant, Incident, Results, Violation
+from fencecheck.records.results import Fault, Grant, Incident, Notice, Results, Violation
+from fencecheck.reports.incident_scale import Scale
 
 WIDTH = 980
 LEFT = 190  # room for lane names
@@ -87,15 +88,6 @@ def _grant_end(ops_by_process: Mapping[Any, Sequence[Op]], grant: Op, limit: int
     return limit
 
 
-class _Scale:
-    def __init__(self, t0: int, t1: int) -> None:
-        self.t0, self.t1 = t0, max(t1, t0 + 1)
-
-    def x(self, t: int) -> float:
-        t = min(max(t, self.t0), self.t1)
-        return round(LEFT + (t - self.t0) / (self.t1 - self.t0) * (WIDTH - LEFT - RIGHT), 1)
-
-
 def _writes(ops: Sequence[Op], process: Any, lock: str, t0: int, t1: int,
             damaging: set[int], token: Any) -> list[Op]:
     """process's writes under the lock in [t0, t1]; with tokens, only those under the grant's
@@ -133,9 +125,24 @@ def incident_view(incident: Incident, results: Results,
     ok_ns = _ns(stale.ok_time_ns) or (stale_op.end_time if stale_op else None) or 0
     end_ns = _ns(stale.surely_held_end_ns) or ok_ns
     t0, t1 = _window(fault, nxt, stale_op, ok_ns, end_ns, damaging, by_index)
-    sc = _Scale(t0, t1)
     lanes, y = _lanes(names, stale_p, next_p, nxt is not None)
     y_next = y.get("next", y["stale"])
+    lanes_of = ((stale_p, y["stale"], stale.token),
+                (next_p, y_next, nxt.token if nxt else None))
+    writes: dict[Any, list[Op]] = {}
+    for p, _, token in lanes_of:  # a process is drawn once, on its first lane
+        if p is not None and p not in writes:
+            writes[p] = _writes(client_ops.get(p, ()), p, lock, t0, t1, damaging, token)
+    bar_end = _grant_end(client_ops, next_op, t1) if next_op is not None else t1
+    drawn = [stale_op.time if stale_op else ok_ns, ok_ns, end_ns, bar_end,
+             *(t for w in writes.values() for op in w for t in (op.time, op.end_time or t1))]
+    if fault is not None:
+        drawn += [fault.start_time_ns or t0, fault.end_time_ns or t1]
+    if incident.notice is not UNSET:  # the lock library's lost-lock notice, kept in view
+        drawn.append(incident.notice.time_ns)
+    if nxt is not None:
+        drawn += [next_op.time if next_op else t1, _ns(nxt.ok_time_ns) or t1]
+    sc = Scale(t0, t1, drawn, LEFT, WIDTH - RIGHT)
 
     shapes: dict[str, Any] = {"bars": [], "arrows": [], "faults": [], "marks": [], "labels": []}
     if fault is not None:
@@ -154,14 +161,10 @@ def incident_view(incident: Incident, results: Results,
     if nxt is not None:
         _grant_arrows(shapes, sc, y["lock"], next_op, nxt, y_next)
         next_ok = _ns(nxt.ok_time_ns) or t1
-        bar_end = _grant_end(client_ops, next_op, t1) if next_op else t1
         shapes["bars"].append({"x0": sc.x(next_ok), "x1": sc.x(bar_end), "y": y_next,
                                "cls": "lease-next", "label": f"lease, token {nxt.token}"})
-    lanes_of = ((stale_p, y["stale"], stale.token),
-                (next_p, y_next, nxt.token if nxt else None))
-    damage = _write_arrows(shapes, sc, y["resource"], lanes_of, client_ops, names, lock,
-                           (t0, t1), damaging, stale_p, end_ns)
-    ticks = [t0 + (t1 - t0) * k // 5 for k in range(6)]
+    damage = _write_arrows(shapes, sc, y["resource"], lanes_of, writes, names, t1, damaging,
+                           stale_p, end_ns)
     height = TOP + (len(lanes) - 1) * LANE_GAP + 56
     return {
         "id": incident.id,
@@ -176,12 +179,25 @@ def incident_view(incident: Incident, results: Results,
         "next_token": nxt.token if nxt else None,
         "fault": _fault_label(fault) if fault else None,
         "damage": damage,
+        "notice": _notice_mark(incident.notice, sc, y["stale"]),
         "links": [{"check": c, "n": card_of.get((c, n)), "kind": v.kind} for c, n, v in vs],
         "width": WIDTH, "height": height, "left": LEFT, "right": WIDTH - RIGHT,
         "lanes": lanes, "axis_y": height - 24,
-        "ticks": [{"x": sc.x(t), "label": f"{t / NS:.2f} s"} for t in ticks],
+        "ticks": [{"x": x, "label": label, "anchor": anchor} for x, label, anchor in sc.ticks()],
+        "breaks": [{"x0": b.x0, "x1": b.x1, "label": f"{b.seconds:.2f} s"} for b in sc.breaks],
         **shapes,
     }
+
+
+def _notice_mark(notice: Notice | UnsetType, sc: Scale, y: int) -> dict[str, Any] | None:
+    """The stale holder's lost-lock notice (checker.notices) as a mark on its lane, or None."""
+    if notice is UNSET:
+        return None
+    lead = notice.lead_ns
+    when = ("" if lead is None else
+            f" ({abs(lead) / 1e6:.0f} ms {'before' if lead >= 0 else 'after'} the lease's end)")
+    return {"x": sc.x(notice.time_ns), "y": y,
+            "label": f"{notice.reason or 'notice'} at {notice.time_ns / NS:.3f} s{when}"}
 
 
 def _window(fault: Fault | None, nxt: Grant | None, stale_op: Op | None, ok_ns: int,
@@ -217,40 +233,52 @@ def _lanes(names: ProcessNames, stale_p: Any, next_p: Any, has_next: bool
     return lanes, {lane["role"]: lane["y"] for lane in lanes}
 
 
-def _grant_arrows(shapes: dict[str, Any], sc: _Scale, lock_y: int, op: Op | None, ref: Grant,
+def label_width(text: str) -> float:
+    """About how wide `text` is drawn in the diagram's 11 px bold labels."""
+    return 7.0 * len(text)
+
+
+def _grant_arrows(shapes: dict[str, Any], sc: Scale, lock_y: int, op: Op | None, ref: Grant,
                   lane_y: int) -> None:
     """A grant's request to the lock service and its reply, labelled with its token."""
     ok_t = _ns(ref.ok_time_ns) or (op.end_time if op else None)
     if ok_t is None:
         return
     inv_t = op.time if op is not None else ok_t
-    shapes["arrows"].append({"x0": sc.x(inv_t), "y0": lane_y, "x1": sc.x(inv_t),
+    x_req, x = sc.x(inv_t), sc.x(ok_t)
+    shapes["arrows"].append({"x0": x_req, "y0": lane_y, "x1": x_req,
                              "y1": lock_y, "cls": "req", "title": "acquire"})
-    x = sc.x(ok_t)
     shapes["arrows"].append({"x0": x, "y0": lock_y, "x1": x, "y1": lane_y,
                              "cls": "grant", "title": f"granted at {ok_t / NS:.3f} s"})
-    # Left of the arrow, where the writes that follow a grant do not draw.
-    left = x - LEFT > 110
-    shapes["labels"].append({"x": x - 5 if left else x + 5, "y": (lock_y + lane_y) / 2 + 4,
-                             "text": f"ok, token {ref.token}", "cls": "grant",
-                             "anchor": "end" if left else "start"})
+    # Beside the grant's arrow and across neither arrow (a label over the dotted request cannot
+    # be read): left of it, where the writes that follow a grant do not draw, when the request
+    # is far enough left to leave room, else left of both, else right of both.
+    text = f"ok, token {ref.token}"
+    w = label_width(text)
+    lo, hi = min(x_req, x), max(x_req, x)
+    if x_req < x - w - 10:
+        at, anchor = x - 5, "end"
+    elif lo - 5 - w >= LEFT:
+        at, anchor = lo - 5, "end"
+    else:
+        at, anchor = hi + 5, "start"
+    shapes["labels"].append({"x": at, "y": (lock_y + lane_y) / 2 + 4, "text": text,
+                             "cls": "grant", "anchor": anchor})
 
 
-def _write_arrows(shapes: dict[str, Any], sc: _Scale, resource_y: int,
-                  lanes_of: Sequence[tuple[Any, int, Any]],
-                  client_ops: Mapping[Any, Sequence[Op]], names: ProcessNames, lock: str,
-                  window: tuple[int, int], damaging: set[int], stale_p: Any, end_ns: int
+def _write_arrows(shapes: dict[str, Any], sc: Scale, resource_y: int,
+                  lanes_of: Sequence[tuple[Any, int, Any]], writes: Mapping[Any, Sequence[Op]],
+                  names: ProcessNames, t1: int, damaging: set[int], stale_p: Any, end_ns: int
                   ) -> list[str]:
-    """Each client lane's writes as arrows to the resource, the damaging ones red (and the
-    first labelled); returns the damage, a line per damaging write."""
-    t0, t1 = window
+    """Each client lane's writes (`writes`, by process) as arrows to the resource, the damaging
+    ones red (and the first labelled); returns the damage, a line per damaging write."""
     damage: list[str] = []
     drawn: set[Any] = set()
-    for p, lane_y, token in lanes_of:
+    for p, lane_y, _token in lanes_of:
         if p is None or p in drawn:
             continue
         drawn.add(p)
-        for w in _writes(client_ops.get(p, ()), p, lock, t0, t1, damaging, token):
+        for w in writes.get(p, ()):
             bad = w.index in damaging or (
                 p == stale_p and w.time >= end_ns and w.error == "stale-token")
             accepted = w.type == "ok"

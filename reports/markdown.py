@@ -1,7 +1,7 @@
 """The published comparison as Markdown (docs/comparison.md), from a finished `fencecheck matrix`
 output directory: one line per matrix row with the library, backend, fault, fencing, the row's
 expectation, how many seeds found a violation, the violation kinds, the median time to the first
-violation, and whether the row met its expectation.
+violation, the lost-lock notices' median lead or lag, and whether the row met its expectation.
 
     python -m fencecheck.reports.markdown store/_matrix/libraries > docs/comparison.md
 
@@ -23,10 +23,12 @@ from pathlib import Path
 
 from msgspec import UNSET
 
+from fencecheck.checker.notices import NAME as NOTICES
 from fencecheck.records import matrix as matrix_record
 from fencecheck.records import results as results_record
 from fencecheck.records import test as test_record
 from fencecheck.records.test import RunSettings
+from fencecheck.reports.compare import notice_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,7 @@ class Line:
     kinds: tuple[str, ...]
     first_s: float | None
     met: bool
+    notice: str = "none"  # the lock library's lost-lock notices over the seeds (`notice_text`)
 
 
 def lines(out_dir: Path) -> list[Line]:
@@ -56,7 +59,8 @@ def lines(out_dir: Path) -> list[Line]:
         library: str | None = None
         kinds: set[str] = set()
         firsts: list[float] = []
-        found = 0
+        leads: list[int] = []  # every grant's notice lead (ns) over the seeds
+        found = notices = 0
         for run in row.runs:
             run_dir = Path(run.run_dir) if run.run_dir else None
             if config is None and run_dir is not None and (run_dir / "test.json").is_file():
@@ -64,11 +68,16 @@ def lines(out_dir: Path) -> list[Line]:
                 config = test.settings
                 if test.versions is not UNSET:
                     library = test.versions.get("client")
+            results = (results_record.read(run_dir / "results.json") if run_dir is not None
+                       and (run_dir / "results.json").is_file() else None)
+            if results is not None and (told := results.checks.get(NOTICES)) is not None:
+                notices += int(told.extra.get("notices", 0))
+                leads += [int(g["lead_ns"]) for g in told.extra.get("per_grant", [])
+                          if isinstance(g.get("lead_ns"), int)]
             if run.verdict != "invalid":
                 continue
             found += 1
-            if run_dir is not None and (run_dir / "results.json").is_file():
-                results = results_record.read(run_dir / "results.json")
+            if results is not None:
                 kinds |= results.kinds()
                 if (first := results.first_violation_ns) is not None:
                     firsts.append(first / 1e9)
@@ -85,6 +94,7 @@ def lines(out_dir: Path) -> list[Line]:
             options=", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(opts.items())),
             expect=row.expect, seeds=len(row.runs), found=found, kinds=tuple(sorted(kinds)),
             first_s=statistics.median(firsts) if firsts else None, met=row.met,
+            notice=notice_text(notices, statistics.median_low(leads) / 1e6 if leads else None),
         ))
     return out
 
@@ -170,20 +180,23 @@ def render(rows: Sequence[Line], source: str) -> str:
         "every row ran each of its "
         "seeds once. **found** is how many seeds' runs found a violation; **kinds** are the "
         "violation kinds over those runs; **first** is the median time from the start of a run "
-        "to its first violation. A must-find row expects every seed to find one, a must-pass "
-        "row expects none.",
+        "to its first violation; **notice** is when the library told its holders that the "
+        "lock was lost (lost-lock notices), as the median over the seeds' grants of the "
+        "notice's lead before the grant's surely-held end (a lag: after it), or none. A "
+        "must-find row expects every seed to find one, a must-pass row expects none.",
         "",
         f"{met} of {len(rows)} rows met their expectation.",
         "",
-        "| library (client) | backend | fault | fenced | expect | found | kinds | first | met |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| library (client) | backend | fault | fenced | expect | found | kinds | first | notice "
+        "| met |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         client = f"{r.library} (`{r.client}`" + (f", {r.options}" if r.options else "") + ")"
         first = f"{r.first_s:.1f} s" if r.first_s is not None else "–"
         out.append(
             f"| {client} | {r.backend} | {r.fault} | {'yes' if r.fenced else 'no'} | {r.expect} "
-            f"| {r.found}/{r.seeds} | {', '.join(r.kinds) or '–'} | {first} "
+            f"| {r.found}/{r.seeds} | {', '.join(r.kinds) or '–'} | {first} | {r.notice} "
             f"| {'met' if r.met else '**MISSED**'} |"
         )
     return "\n".join(out) + "\n\n" + NOTES

@@ -1,7 +1,8 @@
 """The timeline figure of a run report: one lane per process (a nemesis lane on top), the
-surely- and possibly-held lock intervals as bars, reads and writes as markers by outcome, fault
-windows in the nemesis lane, and the ops of a violation circled. Built as plain dicts with the
-shared helpers of reports/figures.py (which has the latency and throughput figures).
+surely- and possibly-held lock intervals as bars, reads and writes as markers by outcome, the
+lock libraries' lost-lock notices as stars, fault windows in the nemesis lane, and the ops of a
+violation circled. Built as plain dicts with the shared helpers of reports/figures.py (which has
+the latency and throughput figures).
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ IO_STYLE = {
     ("read", "rejected by fence"): ("#c53030", "circle-x"),
     ("read", "failed"): ("#dd6b20", "circle-open"),
     ("read", "unknown"): ("#718096", "circle-open"),
+    # a lost-lock notice: the lock library told the process its lock is lost or in doubt
+    ("notice", "ok"): ("#d69e2e", "star"),
 }
 
 
@@ -126,9 +129,9 @@ def _io_traces(
             continue
         if op.index in highlight:
             marks.append(op)
-        if op.f in ("read", "write"):
+        if op.f in ("read", "write", "notice"):
             cls = _io_class(op)
-            if big and cls in ("ok", "accepted"):
+            if big and cls in ("ok", "accepted") and op.f != "notice":
                 continue  # counted in the throughput plot instead
             by_class[(op.f, cls)].append(op)
     traces: list[dict[str, Any]] = []
@@ -136,8 +139,9 @@ def _io_traces(
         group = by_class.get((f, cls))
         if not group:
             continue
-        size = 6 if cls in ("ok", "accepted") else 9
-        traces.append(_markers(f"{f} {cls}", group, lanes, style[0], style[1], size, big))
+        size = 12 if f == "notice" else 6 if cls in ("ok", "accepted") else 9
+        name = "lost-lock notice" if f == "notice" else f"{f} {cls}"
+        traces.append(_markers(name, group, lanes, style[0], style[1], size, big))
     return traces, marks
 
 

@@ -40,7 +40,8 @@ stamp=.venv/.fencecheck-installed
 if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$py" -m venv .venv
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[dev]'
+  # every extra (what runs clusters, each family of lock clients) and the tools of the tests
+  .venv/bin/pip install -q -e '.[all,dev]'
   touch "$stamp"
 fi
 echo "setup.sh: ready (.venv/bin/fencecheck)"

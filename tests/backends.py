@@ -1,15 +1,16 @@
-"""Shared fixtures: real etcd, ZooKeeper, PostgreSQL, NATS and MariaDB servers on loopback
-addresses.
+"""Shared fixtures: real etcd, ZooKeeper, PostgreSQL, NATS, MariaDB and Hazelcast servers on
+loopback addresses.
 
 Import the fixtures you need into a test module (`from tests.backends import etcd_cluster`);
 `etcd`/`zookeeper`/`nats` start other clusters on addresses of one's own, `running` any service.
 Each module gets its own servers (module scope), torn down by a finally that also runs when
 setup fails halfway. Addresses are distinct per backend (127.W.44.x etcd, 127.W.45.x ZooKeeper,
 127.W.46.x PostgreSQL, 127.W.57-58.x NATS, 127.W.60.x MariaDB, 127.W.61-62.x Galera,
+127.W.63-64.x Hazelcast,
 127.W.66-67.x Consul) and per
-xdist worker (W = `tests.conftest.WORKER`: 0 alone, 1 + N for worker gwN), so they never collide
-with other tests' servers on 127.0.0.1 nor with the same module's servers in another worker
-running beside it. `net(44)` is "127.W.44".
+test process (W = `tests.conftest.WORKER`, a slot 1..254 held machine-wide by this process), so
+they never collide with other tests' servers on 127.0.0.1 nor with the same module's servers in
+another xdist worker or another pytest session running beside it. `net(44)` is "127.W.44".
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import pytest
 
 from fencecheck.clusters.base import LockService, Remote
 from fencecheck.clusters.runtimes.local import LocalRemote
-from fencecheck.clusters.services import consul_build, nats_build
+from fencecheck.clusters.services import consul_build, hazelcast_build, nats_build
 from fencecheck.clusters.services.consul import ConsulService
 from fencecheck.clusters.services.etcd import ETCD, EtcdService
+from fencecheck.clusters.services.hazelcast import HazelcastService
 from fencecheck.clusters.services.mariadb import MARIADBD, MariadbService
 from fencecheck.clusters.services.nats import NatsService
 from fencecheck.clusters.services.postgres import BIN as PG_BIN
@@ -151,3 +153,15 @@ def mariadb_server(store_dir: Path) -> Iterator[MariadbService]:
     node = {"mdb": LocalRemote("mdb", f"{net(60)}.2")}
     with running(MariadbService(), node, store_dir / "mariadb") as svc:
         yield svc
+
+
+def hazelcast(n: int, prefix: str, subnet: str, store: Path, lease_ms: int = 2000,
+              cp_members: int = 3) -> ContextManager[HazelcastService]:
+    """n Hazelcast members (cp_members of them CP members) as `etcd` does it; the pinned jar,
+    whose absence fails the test (the README's test command builds it)."""
+    try:
+        hazelcast_build.jar()
+    except hazelcast_build.NotBuilt as e:
+        pytest.fail(str(e))
+    svc = HazelcastService(n, lease_ms=lease_ms, cp_members=cp_members)
+    return running(svc, loopback_nodes(prefix, subnet, n), store)

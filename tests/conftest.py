@@ -3,17 +3,19 @@ nothing behind (no namespace, no SIGSTOPped process) of its own.
 
 The suite runs side by side under pytest-xdist (scripts/test.sh): every check here looks at the
 test's own runs only (the runs whose ledgers are in its tmp_path or its worker's temporary
-folder), never at the whole machine, and `WORKER` gives each xdist worker loopback addresses of
-its own (tests/backends.py)."""
+folder), never at the whole machine, and `WORKER` gives each test process (each xdist worker, of
+this session or another one beside it) loopback addresses of its own (tests/backends.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,13 +29,29 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
 
 
-def _worker_index() -> int:
-    """0 outside xdist; 1 + N for xdist worker gwN (so 127.<index>.x.y never meets another's)."""
-    name = os.environ.get("PYTEST_XDIST_WORKER", "")
-    return int(name[2:]) + 1 if name.startswith("gw") and name[2:].isdigit() else 0
+_SLOTS = Path(tempfile.gettempdir()) / "fencecheck-test-slots"
+_held: list[int] = []  # the slot's locked file, open for the life of this process
 
 
-WORKER = _worker_index()
+def _claim_slot() -> int:
+    """A number 1..254 that no other test process on this machine holds, so that
+    127.<slot>.x.y never meets another's: the xdist workers of one session, and every worker of
+    a second pytest session beside it (two engineers, a CI run beside a benchmark). A slot is an
+    flock on a file, so the kernel gives it back when the process ends, however it ends."""
+    _SLOTS.mkdir(exist_ok=True)
+    for slot in range(1, 255):
+        fd = os.open(_SLOTS / str(slot), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _held.append(fd)
+        return slot
+    raise RuntimeError(f"every test slot in {_SLOTS} is held: 254 test processes at once?")
+
+
+WORKER = _claim_slot()
 
 
 def fencecheck_argv(*args: str) -> list[str]:
@@ -191,11 +209,12 @@ GROUPS: dict[str, str] = {
     # three kube-apiservers and a three-member etcd per run, two runs side by side
     "tests/e2e/test_kubernetes.py": "kube",
     "tests/e2e/test_client_go.py": "kube",
-    # JVM clusters and JVM client programs (five JVMs a run, twins side by side), and a matrix
-    # run three times over (the shards) beside the unsharded one
+    # JVM clusters and JVM client programs (five JVMs a run, twins side by side)
     "tests/e2e/test_third_party_go_jvm.py": "jvm",
     "tests/e2e/test_third_party.py": "jvm",
-    "tests/e2e/test_shard.py": "jvm",
+    # a matrix run three times over (the shards) beside the unsharded one: the suite's slowest
+    # test (about 150 s), in a group of its own so that it is not in series with the JVM ones
+    "tests/e2e/test_shard.py": "shard",
     # module-scoped ensembles: one start per module rather than one per worker
     "tests/clusters/test_zookeeper.py": "zookeeper",
     "tests/workloads/test_zk_client.py": "zookeeper",
@@ -215,6 +234,12 @@ GROUPS: dict[str, str] = {
     "tests/clusters/test_postgres.py": "postgres",
     "tests/workloads/test_pg_resource.py": "postgres",
     "tests/workloads/test_pylib_clients.py": "postgres",
+    # one sdist, wheel and venv for the module's tests
+    "tests/fencecheck/test_install.py": "install",
+    # three Hazelcast member JVMs per cluster or run (and JVM clients): one worker for them all
+    "tests/clusters/test_hazelcast.py": "hazelcast",
+    "tests/workloads/test_hazelcast_client.py": "hazelcast",
+    "tests/e2e/test_hazelcast.py": "hazelcast",
     # the docker runtime: container starts are serialized in dockerd anyway
     "tests/clusters/test_docker.py": "docker",
     "tests/e2e/test_runtimes.py": "docker",

@@ -41,7 +41,7 @@ def free_port(addresses: list[str], exclude: int = 0) -> int:
 
 
 def random_loopback_nodes(prefix: str, n: int) -> dict[str, LocalRemote]:
-    """Nodes <prefix>1..<prefix>n at 127.0.<random>.1..n."""
+    """Nodes <prefix>1..<prefix>n at 127.<slot>.<random>.1..n."""
     # A random third octet keeps concurrent test sessions off each other's addresses, and the
     # worker's second octet the xdist workers of one session.
     net = random.randint(100, 250)

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from fencecheck.toolchain.tools import build_env
+
 log = logging.getLogger(__name__)
 
 DEFAULT_CACHE = Path("/var/cache/fencecheck/clients")
@@ -47,7 +49,7 @@ def run(final: Path, name: str, fill: Callable[[Path], None],
         for argv in steps(tmp):
             log.info("%s: %s", name, " ".join(argv))
             res = subprocess.run(argv, cwd=tmp, stdin=subprocess.DEVNULL,
-                                 capture_output=True, text=True)
+                                 capture_output=True, text=True, env=build_env())
             if res.returncode != 0:
                 raise error(f"building {name}: {' '.join(argv)} exited {res.returncode}: "
                             f"{(res.stderr or res.stdout)[-2000:]}")
@@ -66,7 +68,7 @@ def run(final: Path, name: str, fill: Callable[[Path], None],
 def summary(label: str, built: bool, started: float, path: Path) -> str:
     """The line a builder prints for one program: built or found, how long, where."""
     what = "built" if built else "cached"
-    return f"build-clients: {label}: {what} in {time.monotonic() - started:.1f} s: {path}"
+    return f"fencecheck build: {label}: {what} in {time.monotonic() - started:.1f} s: {path}"
 
 
 def build_main(prog: str, doc: str | None, label: str, build: Callable[[], tuple[Path, bool]],
@@ -87,7 +89,7 @@ def build_main(prog: str, doc: str | None, label: str, build: Callable[[], tuple
     try:
         path, built = build()
     except caught as e:
-        print(f"build-clients: {e}", file=sys.stderr)
+        print(f"fencecheck build: {e}", file=sys.stderr)
         return 3
     print(summary(label, built, t, path))
     return 0

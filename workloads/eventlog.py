@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import msgspec
 from fencecheck.records import history as history_record
 from fencecheck.records.history import EVENT_TYPES as EVENT_TYPES
 from fencecheck.records.history import EventType as EventType
-from fencecheck.records.history import LineError
+from fencecheck.records.history import LineError, Notice, notice_lines
 from fencecheck.workloads.base import WorkloadError
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,9 @@ class EventLog:
         self.t0_ns = t0_ns
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._last = 0
+        # a client's notices come from its library's threads (workloads/notices.py): stamping
+        # and writing are one step, so the log stays in time order
+        self._lock = threading.Lock()
 
     def now(self) -> int:
         return time.monotonic_ns() - self.t0_ns
@@ -70,15 +74,24 @@ class EventLog:
         error: str | None = None,
     ) -> int:
         """Append one event stamped now; returns its time. Times never decrease within a log."""
-        # now() inlined: this runs twice per operation of every worker
-        t = _monotonic_ns() - self.t0_ns
-        if t < self._last:
-            t = self._last
-        self._last = t
-        data = _encode_event(_Event(t, process, type_, f, value, error))
-        written = os.write(self._fd, data)
-        if written < len(data):  # a short write: hardly ever (a full disk, a signal)
-            _write_all(self._fd, data[written:])
+        with self._lock:
+            # now() inlined: this runs twice per operation of every worker
+            t = _monotonic_ns() - self.t0_ns
+            if t < self._last:
+                t = self._last
+            self._last = t
+            data = _encode_event(_Event(t, process, type_, f, value, error))
+            written = os.write(self._fd, data)
+            if written < len(data):  # a short write: hardly ever (a full disk, a signal)
+                _write_all(self._fd, data[written:])
+        return t
+
+    def notice(self, process: int, notice: Notice) -> int:
+        """Append a lost-lock notice stamped now (its invoke and ok, one write); its time."""
+        with self._lock:
+            t = max(_monotonic_ns() - self.t0_ns, self._last)
+            self._last = t
+            _write_all(self._fd, notice_lines(t, process, notice))
         return t
 
     def close(self) -> None:

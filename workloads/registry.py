@@ -78,6 +78,18 @@ def make_resource(name: str, options: Mapping[str, Any]) -> Resource:
     return cast(Resource, cls(options))
 
 
+def workload_class(name: str) -> type[Any]:
+    """The Worker class (fencecheck.workloads.loops.worker) of a workload, by its descriptor;
+    WorkloadError naming the known ones for another name."""
+    try:
+        d = catalog.workloads().get(name)
+    except catalog.CatalogError as e:
+        raise WorkloadError(str(e)) from None
+    if d is None:
+        raise WorkloadError(f"workload {name!r} not one of {', '.join(catalog.workloads())}")
+    return load_class(d.worker)
+
+
 def hosted(client: LockClient | None, name: str, options: Mapping[str, Any],
            resource: Resource) -> Resource:
     """The resource a worker uses with `client`: its own, unless the client runs its critical

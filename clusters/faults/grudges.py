@@ -14,22 +14,26 @@ complement (`hears`, `grudge_of`, `reach_graph`). Shapes, after Jepsen's nemesis
 
 `side_split` and `side_of` place the primary on the minority or majority side of a one-node or
 halves shape; `describe` is a grudge's JSON form for the history. clusters/faults/partition.py
-carries them out.
+carries them out. networkx (the `run` extra's) is imported where a graph is made, so that the
+fault's descriptor can be listed (doctor, plugins, --help) on a core install.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
-from typing import Literal
-
-import networkx as nx
+from typing import TYPE_CHECKING, Literal
 
 from fencecheck.clusters.base import ClusterError, Grudge
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def hears(nodes: Iterable[str], groups: Iterable[Iterable[str]]) -> nx.DiGraph:
     """The graph in which every node hears exactly the nodes of its own groups."""
+    import networkx as nx
+
     g = nx.DiGraph()
     g.add_nodes_from(nodes)
     for group in groups:
@@ -40,12 +44,16 @@ def hears(nodes: Iterable[str], groups: Iterable[Iterable[str]]) -> nx.DiGraph:
 
 def grudge_of(graph: nx.DiGraph) -> dict[str, frozenset[str]]:
     """node -> the nodes it drops: the complement of who it hears."""
+    import networkx as nx
+
     comp = nx.complement(graph)
     return {str(n): frozenset(str(m) for m in comp.successors(n)) for n in graph.nodes}
 
 
 def reach_graph(grudge: Grudge, nodes: Iterable[str]) -> nx.DiGraph:
     """The inverse of `grudge_of`, for reports that draw a partition."""
+    import networkx as nx
+
     ns = list(nodes)
     g = nx.DiGraph()
     g.add_nodes_from(ns)
@@ -72,6 +80,8 @@ def halves(nodes: Sequence[str], rng: random.Random) -> dict[str, frozenset[str]
 
 def majorities_ring(nodes: Sequence[str], rng: random.Random) -> dict[str, frozenset[str]]:
     """Each node hears a majority centred on itself in a random ring; no two the same one."""
+    import networkx as nx
+
     _need(nodes, 3, "majorities-ring")
     order = _shuffled(nodes, rng)
     n = len(order)

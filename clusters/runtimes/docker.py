@@ -71,6 +71,9 @@ log = logging.getLogger(__name__)
 
 PROJECT = Path(__file__).resolve().parents[2]  # clusters/runtimes/docker.py -> the checkout
 NSENTER = ("-m", "-u", "-i", "-n")
+# The Docker SDK, imported where it is used (docker_host): declared for the run's preflight, which
+# refuses a run without it before anything exists, naming the extra (fencecheck.run.wiring).
+PYTHON_DIST = "docker"
 
 
 class DockerRemote(LocalRemote):

@@ -88,7 +88,8 @@ def docker_client() -> Any:
         client.ping()
     except (docker.errors.DockerException, OSError) as e:
         raise ClusterError(
-            f"docker: cannot reach dockerd ({e}); start it (scripts/dockerd.sh start)"
+            f"docker: cannot reach dockerd ({e}); start it: setsid dockerd > /var/log/dockerd.log "
+            "2>&1 < /dev/null & (Debian's docker.io; `fencecheck doctor` checks)"
         ) from None
     return client
 

@@ -3,9 +3,10 @@ first use and caches it by content hash (tag `fencecheck-node:<hash>`).
 
 Where the base image (`debian:bookworm-slim`) cannot be pulled (no registry reachable, as on an
 offline CI machine), the base is made with `debootstrap --variant=minbase bookworm` from the
-machine's Debian mirror and loaded with `docker import` as `fencecheck-base:bookworm`; that is
-logged at WARNING, since it takes minutes. Both builds hold a file lock, so concurrent runs build
-once. Images are shared by runs and never removed by a run's teardown.
+Debian mirror this machine's apt uses (clusters/runtimes/apt_sources.py) and loaded with
+`docker import` as `fencecheck-base:bookworm`; that is logged at WARNING, since it takes minutes.
+Both builds hold a file lock, so concurrent runs build once. Images are shared by runs and never
+removed by a run's teardown.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fencecheck.clusters.base import ClusterError
+from fencecheck.clusters.runtimes.apt_sources import debian_mirror
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,6 @@ DOCKERFILE = Path(__file__).with_name("Dockerfile")
 REPO = "fencecheck-node"
 UPSTREAM_BASE = "debian:bookworm-slim"
 LOCAL_BASE = "fencecheck-base:bookworm"
-MIRROR = "http://deb.debian.org/debian"
 LOCK = Path("/run/fencecheck/image.lock")
 PULL_TIMEOUT_S = 20.0
 
@@ -120,8 +121,10 @@ def ensure_base(client: Any) -> str:
     return LOCAL_BASE
 
 
-def debootstrap_base(client: Any, mirror: str = MIRROR) -> None:
-    """bookworm minbase through debootstrap, imported as LOCAL_BASE."""
+def debootstrap_base(client: Any, mirror: str | None = None) -> None:
+    """bookworm minbase through debootstrap, imported as LOCAL_BASE; from `mirror`, by default
+    the Debian mirror this machine's apt uses."""
+    mirror = mirror or debian_mirror("bookworm")
     if shutil.which("debootstrap") is None:
         raise ClusterError(
             f"no registry reachable for {UPSTREAM_BASE} and debootstrap is not installed "

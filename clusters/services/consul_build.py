@@ -10,8 +10,8 @@ install module@version` refuses, so the build is a module of ours that requires 
 and builds its main package (`go build github.com/hashicorp/consul`); Go then takes the
 submodules at the versions Consul's go.mod requires, which are the ones its release tagged.
 
-`python -m fencecheck.clusters.services.consul_build` (what `scripts/build-clients.sh` runs)
-builds it into `$FENCECHECK_CLIENT_CACHE` (default /var/cache/fencecheck/clients)/
+`fencecheck build consul` (or `python -m fencecheck.clusters.services.consul_build`) builds it
+into `$FENCECHECK_CLIENT_CACHE` (default /var/cache/fencecheck/clients)/
 consul-<version>-<hash>/, <hash> covering go.mod and go.sum: an unchanged pin is a no-op.
 `binary()` is the path of the built binary, or `NotBuilt` naming the command that builds it (the
 backend's preflight turns that into exit 3 before a run starts).
@@ -33,7 +33,8 @@ from fencecheck.toolchain import cache
 
 MODULE = Path(__file__).resolve().parent / "consul_go"
 CONSUL = "github.com/hashicorp/consul"
-BUILD_HINT = "bash scripts/build-clients.sh consul"
+BUILD_HINT = "fencecheck build consul"
+TOOLCHAIN = "go"  # fencecheck.toolchain.tools
 NAME = "consul"
 # The first lines of the license text the pinned release must carry.
 MPL = "Mozilla Public License, version 2.0"
@@ -50,6 +51,16 @@ def version() -> str:
     if m is None:
         raise ClusterError(f"{MODULE / 'go.mod'}: no `require {CONSUL} vX.Y.Z` line")
     return m.group(1)
+
+
+def label() -> str:
+    """The name and pinned release, as `fencecheck build` and test.json show it."""
+    return f"{NAME} {version()}"
+
+
+def source() -> str:
+    """What the build is made from, for `fencecheck build --dry-run`."""
+    return f"{CONSUL} {version()} ({MODULE / 'go.mod'})"
 
 
 def build_dir() -> Path:
@@ -88,7 +99,7 @@ def _fill(folder: Path) -> None:
     (folder / "LICENSE.consul").write_text(text)
 
 
-def _steps(folder: Path) -> list[list[str]]:
+def steps(folder: Path) -> list[list[str]]:
     # The version stamp Consul's own build sets, so that `consul version` names the release.
     stamp = (f"-X {CONSUL}/version.GitCommit=fencecheck-{version()} "
              f"-X {CONSUL}/version.Version={version().lstrip('v')} "
@@ -100,12 +111,12 @@ def _steps(folder: Path) -> list[list[str]]:
 def build() -> tuple[Path, bool]:
     """Build unless the cache has it. Returns (binary, whether it built)."""
     final = build_dir()
-    return final / NAME, cache.run(final, NAME, _fill, _steps, ClusterError)
+    return final / NAME, cache.run(final, NAME, _fill, steps, ClusterError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     return cache.build_main("python -m fencecheck.clusters.services.consul_build", __doc__,
-                            f"{NAME} {version()}", build, (ClusterError,), argv)
+                            label(), build, (ClusterError,), argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Daemon bookkeeping shared by the services: stopping one daemon, starting one marked and
-recorded in the run's ledger, and `NodeDaemons`, a mixin for a service with one daemon per node
-(pause, resume, kill, stop all).
+recorded in the run's ledger, `NodeDaemons`, a mixin for a service with one daemon per node
+(pause, resume, kill, stop all), and `OneNode`, a mixin for a service on one node (its remote,
+its folder, waiting until a probe of it answers).
 
 `ProcessLedger` is the part of the run's ledger (clusters/cleaner.py `Ledger`) a service needs.
 """
@@ -163,3 +164,71 @@ class NodeDaemons:
         self.daemons[node] = start_recorded(
             self.nodes[node], node, name, argv, log=log, env=env, ledger=self.ledger
         )
+
+
+class OneNode:
+    """A service of one server on one node (mariadb, postgres): `_one_node` sets what its
+    constructor takes, `_bring_up` is its setup's frame; `daemon` is its server while it runs,
+    `what` names it in errors and logs."""
+
+    what = "service"
+
+    def _one_node(self, port: int, database: str, ready_timeout_s: float, keep_data: bool,
+                  ledger: ProcessLedger | None) -> None:
+        self.port = port
+        self.database = database
+        self.ready_timeout_s = ready_timeout_s
+        self.keep_data = keep_data
+        self.ledger = ledger
+        self.node: str | None = None
+        self.remote: Remote | None = None
+        self.run_dir: Path | None = None
+        self.daemon: Daemon | None = None
+        self.ready_s: float | None = None
+
+    def _bring_up(self, nodes: Mapping[str, Remote], run_dir: Path,
+                  steps: Sequence[Callable[[], None]]) -> None:
+        """The one node given to setup, then `steps` in order; the time they took is ready_s."""
+        if len(nodes) != 1:
+            raise ClusterError(f"{self.what}: want 1 node, got {len(nodes)}")
+        self.node, self.remote = next(iter(nodes.items()))
+        self.run_dir = run_dir
+        t0 = time.monotonic()
+        for step in steps:
+            step()
+        self.ready_s = time.monotonic() - t0
+        log.info("%s on %s ready in %.2f s", self.what, self.node, self.ready_s)
+
+    def endpoints(self) -> list[str]:
+        if self.remote is None:
+            return []
+        return [f"{self.remote.address}:{self.port}"]
+
+    def _remote(self) -> Remote:
+        if self.remote is None:
+            raise ClusterError(f"{self.what}: not set up")
+        return self.remote
+
+    def _dir(self) -> Path:
+        if self.run_dir is None or self.node is None:
+            raise ClusterError(f"{self.what}: not set up")
+        return self.run_dir / "nodes" / self.node
+
+    def _wait_answering(self, probe: Sequence[str], log_file: str, timeout_s: float) -> None:
+        """Until `probe` exits 0 on the node; ClusterError once the server is gone (naming its
+        log) or after timeout_s."""
+        from fencecheck.clusters.base import RemoteError
+
+        remote = self._remote()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if remote.run(list(probe), timeout_s=5.0, check=False).returncode == 0:
+                    return
+            except RemoteError:
+                pass
+            if self.daemon is not None and not remote.alive(self.daemon.pid):
+                raise ClusterError(f"{self.what} exited; see {self._dir() / log_file}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{self.what} not ready after {timeout_s} s")
+            time.sleep(0.1)

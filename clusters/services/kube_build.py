@@ -2,7 +2,7 @@
 the release pinned in `kube_apiserver_go/go.mod` (every staging module replaced by its matching
 v0.x version), cached per machine.
 
-`python -m fencecheck.clusters.services.kube_build` (what `scripts/build-clients.sh` runs) builds
+`fencecheck build kube-apiserver` (or `python -m fencecheck.clusters.services.kube_build`) builds
 it into `$FENCECHECK_CLIENT_CACHE` (default /var/cache/fencecheck/clients, beside the shipped
 clients)/kube-apiserver-<version>-<hash>/, <hash> covering go.mod and go.sum: an unchanged pin is
 a no-op. The build goes to a temporary folder renamed into place when complete, so a half-built
@@ -23,7 +23,8 @@ from fencecheck.clusters.base import ClusterError
 from fencecheck.toolchain import cache
 
 MODULE = Path(__file__).resolve().parent / "kube_apiserver_go"
-BUILD_HINT = "bash scripts/build-clients.sh kube-apiserver"
+BUILD_HINT = "fencecheck build kube-apiserver"
+TOOLCHAIN = "go"  # fencecheck.toolchain.tools
 NAME = "kube-apiserver"
 
 
@@ -37,6 +38,16 @@ def version() -> str:
     if m is None:
         raise ClusterError(f"{MODULE / 'go.mod'}: no `require k8s.io/kubernetes vX.Y.Z` line")
     return m.group(1)
+
+
+def label() -> str:
+    """The name and pinned release, as `fencecheck build` and test.json show it."""
+    return f"{NAME} {version()}"
+
+
+def source() -> str:
+    """What the build is made from, for `fencecheck build --dry-run`."""
+    return f"k8s.io/kubernetes {version()} ({MODULE / 'go.mod'})"
 
 
 def build_dir() -> Path:
@@ -60,7 +71,7 @@ def _fill(folder: Path) -> None:
         shutil.copy(MODULE / f, folder / f)
 
 
-def _steps(folder: Path) -> list[list[str]]:
+def steps(folder: Path) -> list[list[str]]:
     # The version stamp Kubernetes' own build sets, so that /version names the release.
     stamp = f"-X k8s.io/component-base/version.gitVersion={version()}"
     return [["go", "build", "-mod=readonly", "-trimpath", f"-ldflags={stamp}", "-o",
@@ -70,12 +81,12 @@ def _steps(folder: Path) -> list[list[str]]:
 def build() -> tuple[Path, bool]:
     """Build unless the cache has it. Returns (binary, whether it built)."""
     final = build_dir()
-    return final / NAME, cache.run(final, NAME, _fill, _steps, ClusterError)
+    return final / NAME, cache.run(final, NAME, _fill, steps, ClusterError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     return cache.build_main("python -m fencecheck.clusters.services.kube_build", __doc__,
-                            f"{NAME} {version()}", build, (ClusterError,), argv)
+                            label(), build, (ClusterError,), argv)
 
 
 if __name__ == "__main__":

@@ -25,13 +25,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import signal
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fencecheck.clusters.base import ClusterError, Daemon, Remote, RemoteError
-from fencecheck.clusters.services.daemons import ProcessLedger, start_recorded, stop_daemon
+from fencecheck.clusters.base import Remote
+from fencecheck.clusters.services.daemons import (
+    OneNode,
+    ProcessLedger,
+    start_recorded,
+    stop_daemon,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +57,11 @@ def init_sql(database: str) -> str:
             f"CREATE DATABASE IF NOT EXISTS `{database}`;\n")
 
 
-class MariadbService:
+class MariadbService(OneNode):
     """One MariaDB server on the single node given to `setup`. See the module docstring."""
 
     name = "mariadb"
+    what = "mariadb"
 
     def __init__(
         self,
@@ -67,35 +72,13 @@ class MariadbService:
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
     ) -> None:
-        self.port = port
-        self.database = database
-        self.ready_timeout_s = ready_timeout_s
-        self.keep_data = keep_data
-        self.ledger = ledger
-        self.node: str | None = None
-        self.remote: Remote | None = None
-        self.run_dir: Path | None = None
-        self.daemon: Daemon | None = None
-        self.ready_s: float | None = None
+        self._one_node(port, database, ready_timeout_s, keep_data, ledger)
 
     # -- LockService
 
     def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
-        if len(nodes) != 1:
-            raise ClusterError(f"mariadb: want 1 node, got {len(nodes)}")
-        self.node, self.remote = next(iter(nodes.items()))
-        self.run_dir = run_dir
-        t0 = time.monotonic()
-        self._install()
-        self._start()
-        self.wait_ready(self.ready_timeout_s)
-        self.ready_s = time.monotonic() - t0
-        log.info("mariadb on %s ready in %.2f s", self.node, self.ready_s)
-
-    def endpoints(self) -> list[str]:
-        if self.remote is None:
-            return []
-        return [f"{self.remote.address}:{self.port}"]
+        self._bring_up(nodes, run_dir, (self._install, self._start,
+                                        lambda: self.wait_ready(self.ready_timeout_s)))
 
     def client_options(self) -> dict[str, Any]:
         return {"database": self.database, "user": USER}
@@ -137,33 +120,11 @@ class MariadbService:
             self.wait_ready(self.ready_timeout_s)
 
     def wait_ready(self, timeout_s: float) -> None:
-        remote = self._remote()
-        argv = [ADMIN, "--no-defaults", "-h", remote.address, "-P", str(self.port), "-u", USER,
-                "--connect-timeout=2", "ping"]
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                if remote.run(argv, timeout_s=5.0, check=False).returncode == 0:
-                    return
-            except RemoteError:
-                pass
-            if self.daemon is not None and not remote.alive(self.daemon.pid):
-                raise ClusterError(f"mariadb exited; see {self._dir() / 'mariadb.log'}")
-            if time.monotonic() > deadline:
-                raise ClusterError(f"mariadb not ready after {timeout_s} s")
-            time.sleep(0.1)
+        argv = [ADMIN, "--no-defaults", "-h", self._remote().address, "-P", str(self.port), "-u",
+                USER, "--connect-timeout=2", "ping"]
+        self._wait_answering(argv, "mariadb.log", timeout_s)
 
     # -- helpers
-
-    def _remote(self) -> Remote:
-        if self.remote is None:
-            raise ClusterError("mariadb: not set up")
-        return self.remote
-
-    def _dir(self) -> Path:
-        if self.run_dir is None or self.node is None:
-            raise ClusterError("mariadb: not set up")
-        return self.run_dir / "nodes" / self.node
 
     def _datadir(self) -> Path:
         return self._dir() / "mariadb"

@@ -6,7 +6,7 @@ last revision when they arrive together (measured: 17 of 100 rounds of three con
 `update(last=rev)` had more than one accepted; tests/clusters/test_nats.py keeps the check), so
 two clients are granted one lock with no fault at all. The pinned release refuses all but one.
 
-`python -m fencecheck.clusters.services.nats_build` (what `scripts/build-clients.sh` runs) builds
+`fencecheck build nats-server` (or `python -m fencecheck.clusters.services.nats_build`) builds
 it into `$FENCECHECK_CLIENT_CACHE` (default /var/cache/fencecheck/clients)/nats-server-<PIN>/
 with `go install`, which checks the module against its checksum; an unchanged pin is a no-op.
 `binary()` is the path of the built binary, or `NotBuilt` naming the command that builds it
@@ -24,12 +24,23 @@ from fencecheck.toolchain import cache
 
 MODULE = "github.com/nats-io/nats-server/v2"
 PIN = "v2.15.3"
-BUILD_HINT = "bash scripts/build-clients.sh nats-server"
+BUILD_HINT = "fencecheck build nats-server"
+TOOLCHAIN = "go"  # fencecheck.toolchain.tools
 NAME = "nats-server"
 
 
 class NotBuilt(ClusterError):
     """nats-server is not in the cache."""
+
+
+def label() -> str:
+    """The name and pinned release, as `fencecheck build` and test.json show it."""
+    return f"{NAME} {PIN}"
+
+
+def source() -> str:
+    """What the build is made from, for `fencecheck build --dry-run`."""
+    return f"{MODULE}@{PIN} (the Go module proxy)"
 
 
 def build_dir() -> Path:
@@ -49,19 +60,19 @@ def _fill(folder: Path) -> None:
     """Nothing to copy: `go install module@version` fetches the release itself."""
 
 
-def _steps(folder: Path) -> list[list[str]]:
+def steps(folder: Path) -> list[list[str]]:
     return [["env", f"GOBIN={folder}", "go", "install", "-trimpath", f"{MODULE}@{PIN}"]]
 
 
 def build() -> tuple[Path, bool]:
     """Build unless the cache has it. Returns (binary, whether it built)."""
     final = build_dir()
-    return final / NAME, cache.run(final, NAME, _fill, _steps, ClusterError)
+    return final / NAME, cache.run(final, NAME, _fill, steps, ClusterError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     return cache.build_main("python -m fencecheck.clusters.services.nats_build", __doc__,
-                            f"{NAME} {PIN}", build, (ClusterError,), argv)
+                            label(), build, (ClusterError,), argv)
 
 
 if __name__ == "__main__":

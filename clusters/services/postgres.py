@@ -21,12 +21,16 @@ import hashlib
 import ipaddress
 import logging
 import signal
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from fencecheck.clusters.base import ClusterError, Daemon, Remote, RemoteError
-from fencecheck.clusters.services.daemons import ProcessLedger, start_recorded, stop_daemon
+from fencecheck.clusters.base import ClusterError, Remote
+from fencecheck.clusters.services.daemons import (
+    OneNode,
+    ProcessLedger,
+    start_recorded,
+    stop_daemon,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +38,11 @@ BIN = "/usr/lib/postgresql/15/bin"
 USER = "postgres"
 
 
-class PostgresService:
+class PostgresService(OneNode):
     """One PostgreSQL server on the single node given to `setup`. See the module docstring."""
 
     name = "postgres"
+    what = "postgres"
 
     def __init__(
         self,
@@ -49,38 +54,15 @@ class PostgresService:
         keep_data: bool = False,
         ledger: ProcessLedger | None = None,
     ) -> None:
-        self.keep_data = keep_data
-        self.port = port
-        self.database = database
+        self._one_node(port, database, ready_timeout_s, keep_data, ledger)
         self.trust_cidrs = list(trust_cidrs) if trust_cidrs is not None else None
-        self.ready_timeout_s = ready_timeout_s
-        self.ledger = ledger
-        self.node: str | None = None
-        self.remote: Remote | None = None
-        self.run_dir: Path | None = None
-        self.daemon: Daemon | None = None
-        self.ready_s: float | None = None
         self.pgdata: Path | None = None
 
     def setup(self, nodes: Mapping[str, Remote], run_dir: Path) -> None:
-        if len(nodes) != 1:
-            raise ClusterError(f"postgres: want 1 node, got {len(nodes)}")
-        self.node, self.remote = next(iter(nodes.items()))
-        self.run_dir = run_dir
-        t0 = time.monotonic()
-        self._initdb()
-        self._start()
-        self.wait_ready(self.ready_timeout_s)
-        self._run_as(
-            [f"{BIN}/createdb", "-h", self.remote.address, "-p", str(self.port), self.database]
-        )
-        self.ready_s = time.monotonic() - t0
-        log.info("postgres on %s ready in %.2f s", self.node, self.ready_s)
-
-    def endpoints(self) -> list[str]:
-        if self.remote is None:
-            return []
-        return [f"{self.remote.address}:{self.port}"]
+        self._bring_up(nodes, run_dir, (
+            self._initdb, self._start, lambda: self.wait_ready(self.ready_timeout_s),
+            lambda: self._run_as([f"{BIN}/createdb", "-h", self._remote().address, "-p",
+                                  str(self.port), self.database])))
 
     def dsn(self) -> str:
         """A libpq connection string for the resource's options."""
@@ -102,32 +84,11 @@ class PostgresService:
         return {self.node: [self._dir() / "postgres.log"]}
 
     def wait_ready(self, timeout_s: float) -> None:
-        remote = self._remote()
-        argv = [f"{BIN}/pg_isready", "-q", "-h", remote.address, "-p", str(self.port), "-U", USER]
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                if remote.run(argv, timeout_s=5.0, check=False).returncode == 0:
-                    return
-            except RemoteError:
-                pass
-            if self.daemon is not None and not remote.alive(self.daemon.pid):
-                raise ClusterError(f"postgres exited; see {self._dir() / 'postgres.log'}")
-            if time.monotonic() > deadline:
-                raise ClusterError(f"postgres not ready after {timeout_s} s")
-            time.sleep(0.1)
+        argv = [f"{BIN}/pg_isready", "-q", "-h", self._remote().address, "-p", str(self.port),
+                "-U", USER]
+        self._wait_answering(argv, "postgres.log", timeout_s)
 
     # -- helpers
-
-    def _remote(self) -> Remote:
-        if self.remote is None:
-            raise ClusterError("postgres: not set up")
-        return self.remote
-
-    def _dir(self) -> Path:
-        if self.run_dir is None or self.node is None:
-            raise ClusterError("postgres: not set up")
-        return self.run_dir / "nodes" / self.node
 
     def _run_as(self, argv: list[str]) -> None:
         self._remote().run(

@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from fencecheck.clusters.base import ClusterError, Daemon, Remote, RemoteError
 from fencecheck.clusters.cleaner import Ledger
 from fencecheck.clusters.services.daemons import start_recorded, stop_daemon
@@ -34,6 +36,17 @@ from fencecheck.clusters.services.daemons import start_recorded, stop_daemon
 log = logging.getLogger(__name__)
 
 Persistence = Literal["off", "everysec", "always"]
+
+
+class RedisOptions(BaseModel):
+    """The Redis backends' own options (`--backend-opt`; redis, redlock, redis-sentinel)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    persistence: Persistence = Field(
+        default="off",
+        description="off (no AOF: a restarted server comes back empty), everysec or always (AOF "
+        "appendfsync)")
 
 
 class RedisService:

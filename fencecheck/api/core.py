@@ -16,7 +16,7 @@ from msgspec import UNSET
 from fencecheck.api.recorder import HistoryRecorder
 from fencecheck.api.values import RecorderError
 from fencecheck.checker.base import CheckerError, Results
-from fencecheck.run.config import ConfigError
+from fencecheck.run.errors import ConfigError
 
 __all__ = [
     "CheckerError",
@@ -84,8 +84,9 @@ class Result:
         """The results.json document."""
         return self.results.to_json()
 
-    def summary(self) -> str:
-        """Plain text: the verdict, each check's outcome, and every incident's story."""
+    def summary(self, most: int = 5) -> str:
+        """Plain text: the verdict, each check's outcome, and the first `most` incidents'
+        stories (as `fencecheck check` prints them; the rest are counted)."""
         rec = self.results.record()
         head = {"valid": "VALID: no violation found", "invalid": "INVALID: violations found",
                 "unknown": "UNKNOWN: the checks could not decide"}[self.verdict]
@@ -99,8 +100,11 @@ class Result:
                      else "violated" if check.valid is False else "unknown")
             note = f" ({skipped})" if skipped else ""
             lines.append(f"  {name}: {state}" + (f", {n} violation(s)" if n else "") + note)
-        for inc in rec.incidents:
+        for inc in rec.incidents[:most]:
             lines.append(f"incident {inc.id}: {inc.story}")
+        if len(rec.incidents) > most:
+            lines.append(f"... and {len(rec.incidents) - most} more incidents "
+                         "(Result.incidents, or results.json, has every one)")
         if not rec.incidents:  # violations outside any incident still need a sentence each
             lines.extend(f"{name}: {v.kind}: {v.explanation}"
                          for name, v in rec.violations()[:10])
@@ -136,10 +140,15 @@ def run_scenario(**options: Any) -> Result:
     # The matrix's way to run one configuration: a child process of its own (the controller
     # owns signals and root logging for the length of a run), signals passed on to it, and a
     # run past its timeout stopped with SIGTERM, then killed and torn down by its ledger.
-    from fencecheck.fleet.matrix import JUDGED, TIMEOUT_SLACK_S
-    from fencecheck.fleet.runs import _run_one, _Signals
-    from fencecheck.run import wiring
-    from fencecheck.run.config import make_config
+    try:  # the `run` extra's packages (a core install has none of them)
+        from fencecheck.fleet.matrix import JUDGED, TIMEOUT_SLACK_S
+        from fencecheck.fleet.runs import _run_one, _Signals
+        from fencecheck.run import wiring
+        from fencecheck.run.config import make_config
+    except ModuleNotFoundError as e:
+        from fencecheck.descriptors.extras import missing_module_message
+
+        raise ScenarioError(missing_module_message(e.name or str(e), "run_scenario")) from None
 
     options = dict(options)
     for key, why in _MATRIX_ONLY.items():

@@ -57,6 +57,7 @@ from fencecheck.api.values import (
     _encode,
     _process_json,
 )
+from fencecheck.records.history import NOTICE
 
 _live: weakref.WeakSet[HistoryRecorder] = weakref.WeakSet()
 
@@ -136,6 +137,26 @@ class HistoryRecorder:
             if name not in value:
                 raise RecorderError(f"process {process}: {_an(f)} needs {name}=")
         return OpContext(self, process, f, _encode(value) if value else "null", value)
+
+    def notice(self, process: int, /, lock: str, token: int | None = None,
+               reason: str = "") -> None:
+        """Record that the lock library told `process` its lock `lock` (the grant of `token`)
+        is lost or in doubt (client-go's OnStoppedLeading, a SUSPENDED or LOST connection, a
+        failed renewal's callback): an invoke and an ok at one instant, allowed while an op of
+        the process is in flight (call it from the library's callback). Writes the process
+        makes after it are `write-after-notice` violations (DESIGN.md)."""
+        if type(process) is not int or process < 0:
+            raise RecorderError(f"process must be a non-negative integer, not {process!r}")
+        value = {"lock": lock, "token": token, "reason": reason}
+        _check_fields(process, NOTICE, value, "notice")
+        tail = f'"f":"{NOTICE}","value":{_encode(value)}}}\n'
+        with self._lock:
+            self._check_open()
+            if process in self._retired:
+                raise RecorderError(f"process {process} was retired by an info completion: "
+                                    "go on under a new process id")
+            head = f'{{"time":{time.monotonic_ns() - self._t0_ns},"process":{process},"type":'
+            self._write(f'{head}"invoke",{tail}{head}"ok",{tail}')
 
     def now_ns(self) -> int:
         """The recorder's clock: ns since it started, as the history's `time`. For an acquire

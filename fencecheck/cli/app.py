@@ -31,11 +31,16 @@ app = typer.Typer(
 out = console()
 
 
+def _version_line() -> str:
+    """What `--version` and `version` both print."""
+    from importlib.metadata import version as v
+
+    return f"fencecheck {v('fencecheck')}"
+
+
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import version as v
-
-        out.print(f"fencecheck {v('fencecheck')}")
+        out.print(_version_line())
         raise typer.Exit(0)
 
 
@@ -182,15 +187,29 @@ def check(
 @app.command()
 def schema(
     name: Annotated[str, typer.Argument(help="results (results.json), test (test.json), matrix "
-                                             "(matrix.json) or history (one line of "
-                                             "history.jsonl)")],
+                                             "(matrix.json), schedule (schedule.json), shard "
+                                             "(shard.json), history "
+                                             "(one line of history.jsonl) or config (a run's "
+                                             "configuration, test.json's `config`, with every "
+                                             "backend's, client's, resource's, runtime's, "
+                                             "workload's and fault's options)")],
 ) -> None:
-    """Print the JSON Schema of results.json, test.json, matrix.json or a history line."""
+    """Print the JSON Schema of results.json, test.json, matrix.json, schedule.json,
+    shard.json, a history line or a run's configuration."""
     from fencecheck.checker.schemas import NAMES
     from fencecheck.checker.schemas import schema as get
 
+    if name == "config":
+        from fencecheck.run.config import config_schema
+
+        try:
+            doc = config_schema()
+        except CatalogError as e:
+            fail(str(e))
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
     if name not in NAMES:
-        fail(f"schema: unknown name {name!r} (one of {', '.join(NAMES)})")
+        fail(f"schema: unknown name {name!r} (one of {', '.join((*NAMES, 'config'))})")
     sys.stdout.write(json.dumps(get(name), indent=2) + "\n")
 
 
@@ -225,9 +244,9 @@ def doctor() -> None:
     for item in diagnose():
         mark = ("[green]ok[/]  " if item.ok else "[yellow]missing (optional)[/]"
                 if item.optional else "[red]MISSING[/]")
-        out.print(f"{mark} {item.what}: {item.detail}", soft_wrap=True)
-        if not item.ok and item.fix:
-            out.print(f"      fix: [bold]{item.fix}[/]", soft_wrap=True)
+        out.print(f"{mark} {shown(item.what)}: {shown(item.detail)}", soft_wrap=True)
+        if not item.ok and item.fix:  # "pip install 'fencecheck[run]'": not markup
+            out.print(f"      fix: [bold]{shown(item.fix)}[/]", soft_wrap=True)
         if not item.ok and not item.optional:
             problems += 1
     raise typer.Exit(1 if problems else 0)
@@ -235,10 +254,8 @@ def doctor() -> None:
 
 @app.command()
 def version() -> None:
-    """Print the version."""
-    from importlib.metadata import version as v
-
-    out.print(v("fencecheck"))
+    """Print the version (as --version does)."""
+    out.print(_version_line())
 
 
 def main() -> None:

@@ -7,7 +7,9 @@
 - Usage errors (an unknown option, a bad value, a missing argument) are exit code 3 with one line
   on stderr: in this tool exit 2 means "unknown", and click's default for usage errors is 2.
 - Any other exception a command lets out is one line and exit 3, never a traceback
-  (`FENCECHECK_TRACEBACK=1` lets it through).
+  (`FENCECHECK_TRACEBACK=1` lets it through). A Python package the install lacks (a command of
+  an extra on a core install, `pip install fencecheck`) is one line naming the extra to install;
+  `--help` still lists such a command, saying which extra it needs.
 - `shown(text)`: user text (a lock name, a path, an option value) made safe to print through
   rich: markup escaped, control and bidi characters shown as escapes, never sent to the terminal.
 - `console()`: the consoles the commands print through; off a terminal (a pipe, a file) they
@@ -19,12 +21,13 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import re
 import sys
 from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperGroup
+
+from fencecheck.records.text import visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,23 +45,17 @@ LAZY: dict[str, str] = {
     "serve": "fencecheck.cli.reports",
     "matrix": "fencecheck.cli.matrix",
     "merge": "fencecheck.cli.matrix",
+    "libraries": "fencecheck.cli.matrix",
     "shrink": "fencecheck.cli.shrink",
     "plugins": "fencecheck.cli.plugins",
+    "build": "fencecheck.cli.build",
 }
-
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
-
-
-def _visible(m: re.Match[str]) -> str:
-    c = m.group()
-    return repr(c)[1:-1] if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-
 
 def shown(text: object) -> str:
     """`text` as rich prints it literally: markup escaped, control characters as escapes."""
     from rich.markup import escape
 
-    return escape(_UNSAFE.sub(_visible, str(text)))
+    return escape(visible(str(text)))
 
 
 def console(*, stderr: bool = False, soft_wrap: bool = False) -> Console:
@@ -82,7 +79,7 @@ class _OneLine(logging.Formatter):
         if record.exc_info and record.exc_info[1] is not None:
             e = record.exc_info[1]
             text += f" ({type(e).__name__}: {e})"
-        return f"warning: {_UNSAFE.sub(_visible, ' '.join(text.split()))}"
+        return f"warning: {visible(' '.join(text.split()))}"
 
 
 def one_line_logging() -> None:
@@ -102,15 +99,41 @@ def one_line_logging() -> None:
 AS_PROGRAM = False
 
 
+def _command() -> str:
+    """`fencecheck <command>` as typed, for messages."""
+    words = [a for a in sys.argv[1:] if not a.startswith("-")][:1]
+    return " ".join(["fencecheck", *words])
+
+
+def _needs_extra(name: str, module: str) -> Any:
+    """A stand-in for command `name`, whose module needs `module`, which is not installed."""
+    from fencecheck.descriptors.extras import dist_for_module, install_hint
+
+    sub = typer.Typer()
+
+    from rich.markup import escape  # typer's help is rich markup: "[run]" would vanish
+
+    @sub.command(name=name, help=escape(f"(needs: {install_hint(dist_for_module(module))})"),
+                 add_help_option=False,
+                 context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+    def missing() -> None:
+        raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+    return typer.main.get_command(sub)
+
+
 class LazyGroup(TyperGroup):
     """A TyperGroup whose LAZY commands are imported on first use."""
 
-    def _load(self, module: str) -> None:
+    def _load(self, module: str, name: str) -> None:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as e:
-            if e.name != module:  # the command exists but something it needs does not
-                raise
+            if e.name == module:
+                return
+            # The command exists but a package it needs is not installed (an extra's): it is
+            # still listed, and running it says what to install.
+            self.commands.setdefault(name, _needs_extra(name, e.name or ""))
             return
         sub = typer.Typer()
         mod.register(sub)
@@ -123,7 +146,7 @@ class LazyGroup(TyperGroup):
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in self.commands and cmd_name in LAZY:
-            self._load(LAZY[cmd_name])
+            self._load(LAZY[cmd_name], cmd_name)
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: Any) -> list[str]:
@@ -142,22 +165,29 @@ class LazyGroup(TyperGroup):
                 sys.exit(BAD_INPUT)
             ctx = getattr(e, "ctx", None)
             where = f"{ctx.command_path}: " if ctx is not None else ""
-            message = _UNSAFE.sub(_visible, " ".join(text.split()))
+            message = visible(" ".join(text.split()))
             sys.stderr.write(f"error: {where}{message} (see --help)\n")
             sys.exit(BAD_INPUT)
         except ClickException as e:
             text = e.format_message()  # type: ignore[attr-defined]
-            sys.stderr.write(f"error: {_UNSAFE.sub(_visible, ' '.join(text.split()))}\n")
+            sys.stderr.write(f"error: {visible(' '.join(text.split()))}\n")
             sys.exit(BAD_INPUT)
         except typer.Abort:
             sys.stderr.write("aborted\n")
             sys.exit(130)
+        except ModuleNotFoundError as e:
+            if os.environ.get("FENCECHECK_TRACEBACK"):
+                raise
+            from fencecheck.descriptors.extras import missing_module_message
+
+            sys.stderr.write(f"error: {missing_module_message(e.name or str(e), _command())}\n")
+            sys.exit(BAD_INPUT)
         except Exception as e:
             # The last net under every command: a crash is not a verdict, and no command may
             # end in a traceback (FENCECHECK_TRACEBACK=1 shows it, for a bug report).
             if os.environ.get("FENCECHECK_TRACEBACK"):
                 raise
-            text = _UNSAFE.sub(_visible, " ".join(f"{type(e).__name__}: {e}".split()))
+            text = visible(" ".join(f"{type(e).__name__}: {e}".split()))
             sys.stderr.write(f"error: {text} (an internal error; FENCECHECK_TRACEBACK=1 shows "
                              "where)\n")
             sys.exit(BAD_INPUT)

@@ -3,7 +3,8 @@ a summary table (see fencecheck/fleet/matrix.py for the file format, fleet/outpu
 written).
 
 `--shard I/N` runs one machine's part of the matrix and writes its shard.json; `merge` puts the N
-shards' results together (exit 3 naming a missing shard).
+shards' results together (exit 3 naming a missing shard). `libraries` prints the published
+comparison's matrix, generated from the descriptors (fencecheck/fleet/libraries.py).
 
 Exit codes: 0 every row met its expectation, 1 some row missed it, 3 a bad matrix file or
 option (one line naming the file, the row and the field, before anything runs) or a JUnit
@@ -123,8 +124,9 @@ def matrix(
     runs = sum(len(r.seeds) for r in spec.rows)
     which = f" (shard {part})" if part is not None else ""
     at_once = f", {n_jobs} weight units at once" if n_jobs > 1 else ""
-    out.print(f"{file}{which}: {len(spec.rows)} rows, {runs} runs{at_once}; output in {out_dir}",
-              soft_wrap=True)
+    n_rows = len(spec.rows)
+    out.print(f"{file}{which}: {n_rows} row{'s' if n_rows != 1 else ''}, {runs} "
+              f"run{'s' if runs != 1 else ''}{at_once}; output in {out_dir}", soft_wrap=True)
     try:
         outcome = run_matrix(spec, out_dir, junit, _notify, jobs=n_jobs)
         if part is not None:
@@ -171,7 +173,31 @@ def merge(
     raise typer.Exit(outcome.exit_code)
 
 
+def libraries(
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", help="write it here (default: print it)")] = None,
+) -> None:
+    """Print the published comparison's matrix (examples/libraries.toml), generated from every
+    installed client's comparison scenarios; run it with `fencecheck matrix`."""
+    from fencecheck.descriptors.catalog import CatalogError
+    from fencecheck.fleet.libraries import render
+
+    try:
+        text = render()
+    except CatalogError as e:
+        _fail(str(e))
+    if out_file is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        out_file.write_text(text, encoding="utf-8")
+    except OSError as e:
+        _fail(f"{out_file}: {e.strerror or e}")
+    out.print(f"wrote {out_file}", soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `matrix` and `merge` to the CLI."""
+    """Add `matrix`, `merge` and `libraries` to the CLI."""
     app.command("matrix")(matrix)
     app.command("merge")(merge)
+    app.command("libraries")(libraries)

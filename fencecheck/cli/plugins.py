@@ -1,5 +1,6 @@
-"""`fencecheck plugins`: every backend, client, resource, fault and check (with its violation
-kinds), built in or installed through the entry-point groups, with where it comes from."""
+"""`fencecheck plugins`: every backend, client, resource, fault, runtime, workload and check (with
+its violation kinds), built in or installed through the entry-point groups, with where it comes
+from."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ err = console(stderr=True)
 
 
 def plugins() -> None:
-    """List backends, clients, resources, faults and checks, and the installed plugins."""
+    """List backends, clients, resources, faults, runtimes, workloads and checks, and the
+    installed plugins."""
     try:
         backends = catalog.backends()
         resources = catalog.resources()
         fault_table = faults()
+        runtimes = catalog.runtimes()
+        workloads = catalog.workloads()
         checks = check_registry.checks()
     except (catalog.CatalogError, check_registry.CheckRegistryError) as e:
         err.print(f"[bold red]error:[/] {e}", soft_wrap=True)
@@ -29,6 +33,8 @@ def plugins() -> None:
         out.print(f"  {b.name}: {', '.join(b.client_names)}", soft_wrap=True)
     out.print("resources: " + ", ".join(resources), soft_wrap=True)
     out.print("faults: " + ", ".join(fault_table), soft_wrap=True)
+    out.print("runtimes: " + ", ".join(runtimes), soft_wrap=True)
+    out.print("workloads: " + ", ".join(workloads), soft_wrap=True)
     out.print("checks (violation kinds):")
     for c in checks:
         out.print(f"  {c.name}: {', '.join(k.name for k in c.kinds)}", soft_wrap=True)

@@ -15,12 +15,14 @@ import typer
 
 from fencecheck.checker.base import CheckerError
 from fencecheck.cli.app import err, fail, out, print_summary
+from fencecheck.cli.group import shown
 from fencecheck.descriptors import catalog
 from fencecheck.nemesis.faults.registry import faults
 
 if TYPE_CHECKING:
     from fencecheck.run.config import RunConfig
     from fencecheck.run.controller import RunOutcome
+    from fencecheck.run.errors import ConfigError
 
 
 def _names(table: Callable[[], Mapping[str, object]]) -> str:
@@ -29,6 +31,18 @@ def _names(table: Callable[[], Mapping[str, object]]) -> str:
         return ", ".join(table())
     except catalog.CatalogError:
         return "see `fencecheck plugins`"
+
+
+def _owner_help(owner: str, what: str) -> str:
+    """An --<owner>-opt's help: what it sets and every owner's options, from their models."""
+    from fencecheck.run.options import help_text
+
+    try:
+        listed = help_text(owner)
+    except catalog.CatalogError:
+        listed = "see `fencecheck plugins`"
+    return (f"{what} (repeatable; VALUE parsed as JSON where it can be). "
+            + (listed or f"(no {owner} declares any yet)"))
 
 
 def _options(items: list[str], option: str) -> dict[str, Any]:
@@ -44,6 +58,16 @@ def _options(items: list[str], option: str) -> dict[str, Any]:
     return out
 
 
+def _fault_options(items: list[str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in _options(items, "--fault-opt").items():
+        fault, dot, field = key.partition(".")
+        if not dot or not fault or not field:
+            fail(f"bad configuration: --fault-opt: expected FAULT.KEY=VALUE, got {key!r}")
+        out.setdefault(fault, {})[field] = value
+    return out
+
+
 def _pair(value: str | None, option: str) -> tuple[float, float] | None:
     if value is None:
         return None
@@ -54,14 +78,15 @@ def _pair(value: str | None, option: str) -> tuple[float, float] | None:
         fail(f"bad configuration: {option}: expected LOW,HIGH in seconds, got {value!r}")
 
 
+ALIAS = "Shorthands (each sets one owner's option)"
+
+
 def run(
     backend: Annotated[str, typer.Option(help=_names(catalog.backends))] = "redis",
     client: Annotated[str | None, typer.Option(help="lock client (default per backend) or module:Class")] = None,
     resource: Annotated[str, typer.Option(help=_names(catalog.resources))] = "store",
     client_cmd: Annotated[str | None, typer.Option("--client-cmd", help="your own lock client: a program speaking JSON lines on stdin/stdout (docs/client-protocol.md)")] = None,
-    client_opt: Annotated[list[str] | None, typer.Option("--client-opt", help="KEY=VALUE for the lock client (repeatable; VALUE parsed as JSON where it can be)")] = None,
-    workload: Annotated[str, typer.Option(help="lock, leader or cron")] = "lock",
-    idempotent: Annotated[bool, typer.Option(help="cron: the resource deduplicates by job id")] = False,
+    workload: Annotated[str, typer.Option(help=_names(catalog.workloads))] = "lock",
     nemesis: Annotated[str, typer.Option(help="comma-separated: none, " + _names(faults))] = "pause",
     fencing: Annotated[str, typer.Option(help="on: the resource rejects stale tokens; off: accepts all")] = "off",
     time_limit: Annotated[float, typer.Option("--time-limit", help="seconds of workload")] = 30.0,
@@ -71,75 +96,130 @@ def run(
     store: Annotated[Path, typer.Option(help="where runs are kept")] = Path("store"),
     name: Annotated[str | None, typer.Option(help="test name (default from the options)")] = None,
     nodes: Annotated[int | None, typer.Option(help="server nodes (default per backend)")] = None,
-    persistence: Annotated[str, typer.Option(help="redis: off, everysec, always")] = "off",
-    pause_target: Annotated[str, typer.Option(help="holder, random or server")] = "holder",
-    think_ms: Annotated[float, typer.Option(help="think time inside the critical section")] = 20.0,
-    writes: Annotated[int, typer.Option("--writes", help="read/write rounds per critical section")] = 3,
     locks: Annotated[int, typer.Option(help="number of locks (each with its counter)")] = 1,
-    renew: Annotated[bool, typer.Option(help="renew leases while holding")] = False,
     interval: Annotated[str | None, typer.Option(help="seconds between faults, LOW,HIGH")] = None,
-    fault_duration: Annotated[str | None, typer.Option(help="seconds a fault lasts, LOW,HIGH")] = None,
-    subnet: Annotated[str | None, typer.Option(help="address range of the nodes (default: netns 10.77.0.0/24, private to the run; docker a free /24 of 10.96.0.0/12)")] = None,
-    runtime: Annotated[str, typer.Option(help="where nodes come from: netns, docker or ssh")] = "netns",
-    hosts: Annotated[str | None, typer.Option(help="ssh runtime: h1,h2,... (servers first)")] = None,
-    ssh_user: Annotated[str, typer.Option(help="ssh runtime: login user")] = "root",
-    ssh_key: Annotated[Path | None, typer.Option(help="ssh runtime: private key file")] = None,
-    ssh_port: Annotated[int, typer.Option(help="ssh runtime: port")] = 22,
-    sudo: Annotated[bool, typer.Option(help="ssh runtime: run commands through sudo")] = False,
-    ssh_accept_unknown: Annotated[bool, typer.Option(help="ssh runtime: accept unknown host keys (insecure)")] = False,
-    known_hosts: Annotated[Path | None, typer.Option(help="ssh runtime: known_hosts file to verify against")] = None,
+    fault_duration: Annotated[str | None, typer.Option(help="seconds every fault lasts, LOW,HIGH")] = None,
+    runtime: Annotated[str, typer.Option(help="where nodes come from: " + _names(catalog.runtimes))] = "netns",
+    backend_opt: Annotated[list[str] | None, typer.Option("--backend-opt", metavar="KEY=VALUE", help=_owner_help("backend", "the backend's own options"))] = None,
+    client_opt: Annotated[list[str] | None, typer.Option("--client-opt", metavar="KEY=VALUE", help=_owner_help("client", "for the lock client; a client that declares no model takes any key"))] = None,
+    resource_opt: Annotated[list[str] | None, typer.Option("--resource-opt", metavar="KEY=VALUE", help=_owner_help("resource", "the resource's own options"))] = None,
+    runtime_opt: Annotated[list[str] | None, typer.Option("--runtime-opt", metavar="KEY=VALUE", help=_owner_help("runtime", "the runtime's own options"))] = None,
+    workload_opt: Annotated[list[str] | None, typer.Option("--workload-opt", metavar="KEY=VALUE", help=_owner_help("workload", "the workload's own options"))] = None,
+    fault_opt: Annotated[list[str] | None, typer.Option("--fault-opt", metavar="FAULT.KEY=VALUE", help=_owner_help("fault", "one fault's own options, for a fault of --nemesis"))] = None,
+    persistence: Annotated[str | None, typer.Option(help="= --backend-opt persistence (redis: off, everysec, always)", rich_help_panel=ALIAS)] = None,
+    pause_target: Annotated[str | None, typer.Option(help="= --fault-opt F.target for every fault F of the run: holder, random, or server (pause; the others random)", rich_help_panel=ALIAS)] = None,
+    think_ms: Annotated[float | None, typer.Option(help="= --workload-opt think_ms (think time inside the critical section)", rich_help_panel=ALIAS)] = None,
+    writes: Annotated[int | None, typer.Option("--writes", help="= --workload-opt writes_per_section (read/write rounds per critical section)", rich_help_panel=ALIAS)] = None,
+    renew: Annotated[bool | None, typer.Option(help="= --workload-opt renew=true (renew leases while holding)", rich_help_panel=ALIAS)] = None,
+    idempotent: Annotated[bool | None, typer.Option(help="= --workload-opt idempotent=true (cron: the resource deduplicates by job id)", rich_help_panel=ALIAS)] = None,
+    subnet: Annotated[str | None, typer.Option(help="= --runtime-opt subnet (netns, docker: address range of the nodes)", rich_help_panel=ALIAS)] = None,
+    hosts: Annotated[str | None, typer.Option(help="= --runtime-opt hosts (ssh: h1,h2,..., servers first)", rich_help_panel=ALIAS)] = None,
+    ssh_user: Annotated[str | None, typer.Option(help="= --runtime-opt user (ssh: login user)", rich_help_panel=ALIAS)] = None,
+    ssh_key: Annotated[Path | None, typer.Option(help="= --runtime-opt key (ssh: private key file)", rich_help_panel=ALIAS)] = None,
+    ssh_port: Annotated[int | None, typer.Option(help="= --runtime-opt port (ssh: port)", rich_help_panel=ALIAS)] = None,
+    sudo: Annotated[bool | None, typer.Option(help="= --runtime-opt sudo=true (ssh: run commands through sudo)", rich_help_panel=ALIAS)] = None,
+    ssh_accept_unknown: Annotated[bool | None, typer.Option(help="= --runtime-opt accept_unknown=true (ssh: accept unknown host keys, insecure)", rich_help_panel=ALIAS)] = None,
+    known_hosts: Annotated[Path | None, typer.Option(help="= --runtime-opt known_hosts (ssh: known_hosts file to verify against)", rich_help_panel=ALIAS)] = None,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML file")] = None,
     replay: Annotated[Path | None, typer.Option(help="rerun this run directory's configuration with exactly its fault schedule (other options but --store are ignored)")] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log to stderr")] = False,
 ) -> None:
     """Run one test end to end and check it."""
+    _execute(dict(locals()))
+
+
+# The shorthands, as RunConfig's aliases of earlier releases (fencecheck/run/options.py: LEGACY).
+_SHORTHANDS = ("persistence", "pause_target", "think_ms", "renew", "idempotent", "subnet",
+               "ssh_user", "ssh_key", "ssh_port", "sudo", "ssh_accept_unknown", "known_hosts")
+
+
+def _config(a: dict[str, Any]) -> RunConfig:
+    """The RunConfig of run's arguments (ConfigError naming the field)."""
+    from fencecheck.run.config import make_config
+
+    if a["fencing"] not in ("on", "off"):
+        fail(f"bad configuration: fencing: expected on or off, got {a['fencing']!r}")
+    legacy = {k: a[k] for k in _SHORTHANDS if a[k] is not None}
+    if a["writes"] is not None:
+        legacy["writes_per_section"] = a["writes"]
+    if a["hosts"] is not None:
+        legacy["hosts"] = tuple(h.strip() for h in a["hosts"].split(",") if h.strip())
+    return make_config(
+        backend=a["backend"], client=a["client"], client_cmd=a["client_cmd"],
+        resource=a["resource"], workload=a["workload"],
+        nemesis=tuple(x.strip() for x in a["nemesis"].split(",") if x.strip()),
+        fencing=a["fencing"] == "on", time_limit_s=a["time_limit"],
+        concurrency=a["concurrency"], lease_ms=a["lease_ms"], seed=a["seed"], store=a["store"],
+        name=a["name"], nodes=a["nodes"], locks=a["locks"],
+        nemesis_interval_s=_pair(a["interval"], "--interval"),
+        fault_duration_s=_pair(a["fault_duration"], "--fault-duration"), runtime=a["runtime"],
+        backend_options=_options(a["backend_opt"] or [], "--backend-opt"),
+        client_options=_options(a["client_opt"] or [], "--client-opt"),
+        resource_options=_options(a["resource_opt"] or [], "--resource-opt"),
+        runtime_options=_options(a["runtime_opt"] or [], "--runtime-opt"),
+        workload_options=_options(a["workload_opt"] or [], "--workload-opt"),
+        fault_options=_fault_options(a["fault_opt"] or []),
+        **legacy,
+    )
+
+
+def _execute(a: dict[str, Any]) -> None:
     from fencecheck.clusters.base import ClusterError
-    from fencecheck.run.config import ConfigError, make_config
+    from fencecheck.run.config import ConfigError, OptionError
     from fencecheck.run.controller import run as run_test
     from fencecheck.run.progress import ProgressLine
     from fencecheck.run.store import StoreError
     from fencecheck.workloads.base import WorkloadError
 
-    if fencing not in ("on", "off"):
-        fail(f"bad configuration: fencing: expected on or off, got {fencing!r}")
-    if verbose:
+    if a["verbose"]:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        cfg = make_config(
-            backend=backend, client=client, client_cmd=client_cmd, resource=resource,
-            workload=workload,
-            client_options=_options(client_opt or [], "--client-opt"),
-            idempotent=idempotent,
-            nemesis=tuple(x.strip() for x in nemesis.split(",") if x.strip()),
-            fencing=fencing == "on", time_limit_s=time_limit, concurrency=concurrency,
-            lease_ms=lease_ms, seed=seed, store=store, name=name, nodes=nodes,
-            persistence=persistence, pause_target=pause_target, think_ms=think_ms,
-            writes_per_section=writes, locks=locks, renew=renew,
-            nemesis_interval_s=_pair(interval, "--interval"),
-            fault_duration_s=_pair(fault_duration, "--fault-duration"), subnet=subnet,
-            runtime=runtime, hosts=tuple(h.strip() for h in (hosts or "").split(",") if h.strip()),
-            ssh_user=ssh_user, ssh_key=ssh_key, ssh_port=ssh_port, sudo=sudo,
-            ssh_accept_unknown=ssh_accept_unknown, known_hosts=known_hosts,
-        )
-        if replay is not None:
+        cfg = _config(a)
+        if a["replay"] is not None:
             from fencecheck.nemesis.replay import replay_config
 
-            cfg = replay_config(replay, store)
+            cfg = replay_config(a["replay"], a["store"])
         _preflight(cfg)
         with ProgressLine(err) as line:
             outcome = run_test(cfg, line.update)
-    except (ConfigError, StoreError, ClusterError, WorkloadError, CheckerError) as e:
+    except OptionError as e:
+        fail(e.flag_message())
+    except ConfigError as e:
+        fail(_as_option(e))
+    except (StoreError, ClusterError, WorkloadError, CheckerError) as e:
         fail(str(e))
-    _print_outcome(outcome, junit)
+    _print_outcome(outcome, a["junit"])
     raise typer.Exit(outcome.exit_code)
 
 
+# RunConfig fields whose option is not named after them (the rest: `lease_ms` is --lease-ms,
+# `time_limit_s` is --time-limit)
+_OPTION_OF = {"writes_per_section": "writes", "nemesis_interval_s": "interval",
+              "client_options": "client_opt"}
+
+
+def _as_option(e: ConfigError) -> str:
+    """The error naming the option the user typed (--lease-ms), not the config field
+    (lease_ms)."""
+    text = str(e)
+    click = typer.core.click  # type: ignore[attr-defined]
+    ctx = click.get_current_context(silent=True)
+    if e.field is None or ctx is None or not text.startswith(f"bad configuration: {e.field}:"):
+        return text
+    options = {p.name: p.opts[0] for p in ctx.command.params if p.opts}
+    for name in (_OPTION_OF.get(e.field), e.field, e.field.removesuffix("_s")):
+        if name in options and options[name].startswith("--"):
+            return text.replace(f": {e.field}:", f": {options[name]}:", 1)
+    return text
+
+
 def _preflight(cfg: RunConfig) -> None:
-    """What must hold before a run starts: warned of unverified host keys, refused without
-    root."""
-    if cfg.ssh_accept_unknown:
-        err.print("[bold yellow]warning:[/] --ssh-accept-unknown: host keys are NOT verified; "
-                  "anyone on the path can impersonate the nodes")
+    """What must hold before a run starts: warned of what its options' models warn of
+    (unverified host keys), refused without root."""
+    from fencecheck.run.options import warnings
+
+    for text in warnings(cfg):
+        err.print(f"[bold yellow]warning:[/] {shown(text)}", soft_wrap=True)
     if os.geteuid() != 0:
         fail("fencecheck run needs root (network namespaces, iptables); see `fencecheck doctor`")
 

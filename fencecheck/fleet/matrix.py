@@ -1,7 +1,8 @@
 """`fencecheck matrix`: many runs from one TOML file, each row with an expected outcome.
 
 A matrix file has an optional `[defaults]` table and `[[row]]` tables. A row holds any option of
-`RunConfig` (backend, client, resource, nemesis, fencing, time_limit_s, workload, ...) plus
+`RunConfig` (backend, client, resource, nemesis, fencing, time_limit_s, workload, each owner's
+`*_options` table, or their flat aliases such as think_ms and persistence) plus
 `name`, `seeds` (one run per seed), `expect` ("must-find": every run finds violations, exit 1;
 "must-pass": every run is valid, exit 0) and `timeout_s` (a run past it is stopped: missed).
 `load_matrix` validates every row before anything runs (`MatrixError` names file, row and field).
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fencecheck.run import wiring
 from fencecheck.run.config import ConfigError, RunConfig
+from fencecheck.run.options import ALIASES
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +156,7 @@ def _build_row(index: int, raw: dict[str, Any], store: Path, runnable: bool = Tr
     for key, why in RESERVED.items():
         if key in raw:
             raise ValueError(f"{key}: not allowed in a row ({why})")
-    known = [*_RowSpec.model_fields, *RunConfig.model_fields]
+    known = [*_RowSpec.model_fields, *RunConfig.model_fields, *ALIASES]
     unknown = sorted(set(raw) - set(known))
     if unknown:
         # Rows use the config's names (time_limit_s), not the CLI's (--time-limit).

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import json
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -34,9 +33,12 @@ from fencecheck.fleet.matrix import (
     RunRecord,
 )
 from fencecheck.fleet.outputs import write_compare, write_junit, write_matrix_json
+from fencecheck.records import shard as shard_record
+from fencecheck.records.base import RecordError
+from fencecheck.records.shard import SHARD_FORMAT, ShardManifest, ShardRun
 
 MANIFEST = "shard.json"
-FORMAT = 1
+FORMAT = SHARD_FORMAT
 # Seconds on top of the time limit: cluster up and down, check and report. Rough figures from
 # this machine's runs; they only need to rank runs, not predict them.
 SETUP_S: dict[str, float] = {"redis": 4.0, "redlock": 6.0, "redis-sentinel": 10.0, "etcd": 6.0,
@@ -119,22 +121,21 @@ def _rel(path: Path | None, base: Path) -> str | None:
 def write_manifest(outcome: MatrixOutcome, matrix: Matrix, shard: Shard) -> Path:
     """shard.json in the shard's output folder."""
     base = outcome.out_dir
-    data = {
-        "format": FORMAT,
-        "matrix": matrix.path.name,
-        "matrix_sha256": file_hash(matrix.path),
-        "shard": shard.index,
-        "of": shard.count,
-        "assigned": [[r.label, s] for r in matrix.rows for s in r.seeds],
-        "interrupted": outcome.interrupted,
-        "runs": [{
-            "row": rr.row.label, "seed": r.seed, "exit_code": r.exit_code, "verdict": r.verdict,
-            "run_dir": _rel(r.run_dir, base), "report": _rel(r.report, base),
-            "log": _rel(r.log, base), "duration_s": r.duration_s, "error": r.error,
-        } for rr in outcome.rows for r in rr.runs],
-    }
+    rec = ShardManifest(
+        matrix=matrix.path.name,
+        matrix_sha256=file_hash(matrix.path),
+        shard=shard.index,
+        of=shard.count,
+        assigned=[(r.label, s) for r in matrix.rows for s in r.seeds],
+        interrupted=outcome.interrupted,
+        runs=[ShardRun(
+            row=rr.row.label, seed=r.seed, exit_code=r.exit_code, verdict=r.verdict,
+            run_dir=_rel(r.run_dir, base), report=_rel(r.report, base),
+            log=_rel(r.log, base), duration_s=r.duration_s, error=r.error,
+        ) for rr in outcome.rows for r in rr.runs],
+    )
     path = base / MANIFEST
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    shard_record.write(path, rec)
     return path
 
 
@@ -155,14 +156,11 @@ def find_manifests(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path) -> ShardManifest:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MatrixError(f"{path}: not a readable shard manifest: {e}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise MatrixError(f"{path}: not a shard manifest of format {FORMAT}")
-    return data
+        return shard_record.read(path)
+    except RecordError as e:
+        raise MatrixError(f"{e} (not a readable shard manifest)") from None
 
 
 def merge_results(matrix: Matrix, paths: Sequence[Path]) -> list[RowResult]:
@@ -178,10 +176,10 @@ def merge_results(matrix: Matrix, paths: Sequence[Path]) -> list[RowResult]:
     records: dict[tuple[str, int], RunRecord] = {}
     for path in manifests:
         data = _load(path)
-        if data.get("matrix_sha256") != want:
+        if data.matrix_sha256 != want:
             raise MatrixError(f"{path}: shard of another matrix file than {matrix.path} "
                               "(its hash differs)")
-        index, of = int(data["shard"]), int(data["of"])
+        index, of = data.shard, data.of
         if count is not None and of != count:
             raise MatrixError(f"{path}: shard {index}/{of}, but other shards are of {count}")
         count = of
@@ -189,11 +187,11 @@ def merge_results(matrix: Matrix, paths: Sequence[Path]) -> list[RowResult]:
             raise MatrixError(f"shard {index}/{of} given twice: {seen[index]} and {path}")
         seen[index] = path
         base = path.parent
-        for r in data["runs"]:
-            records[(r["row"], int(r["seed"]))] = RunRecord(
-                int(r["seed"]), int(r["exit_code"]), str(r["verdict"]),
-                _resolve(base, r["run_dir"]), _resolve(base, r["report"]),
-                float(r["duration_s"]), r.get("error"), _resolve(base, r.get("log")))
+        for r in data.runs:
+            records[(r.row, r.seed)] = RunRecord(
+                r.seed, r.exit_code, r.verdict, _resolve(base, r.run_dir),
+                _resolve(base, r.report), r.duration_s, r.error,
+                _resolve(base, r.log if isinstance(r.log, str) else None))
     assert count is not None
     missing = sorted(set(range(count)) - set(seen))
     if missing:

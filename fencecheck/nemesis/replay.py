@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from fencecheck.nemesis.schedule import load_steps
 from fencecheck.records import test as test_record
 from fencecheck.records.base import RecordError
-from fencecheck.run.config import ConfigError, RunConfig
+from fencecheck.run.config import ConfigError, OptionError, RunConfig
 
 SCHEDULE = "schedule.json"
 
@@ -40,6 +40,9 @@ def replay_config(run_dir: Path, store: Path) -> RunConfig:
                           "schedule recording, or was stopped before its faults began)")
     try:
         cfg = RunConfig.model_validate({**recorded, "store": store, "replay": schedule.resolve()})
+    except OptionError as e:
+        raise ConfigError(f"--replay: {test_json}: config: "
+                          f"{str(e).removeprefix('bad configuration: ')}") from None
     except ValidationError as e:
         err = e.errors()[0]
         raise ConfigError(f"--replay: {test_json}: config: {'.'.join(map(str, err['loc']))}: "

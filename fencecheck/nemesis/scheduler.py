@@ -58,7 +58,7 @@ class SeededSchedule:
         return self.rng.choice(self.faults)
 
     def waits(self, fault: str) -> bool:
-        return self.cfg.pause_target == "holder" and self.table[fault].waits_for_grant
+        return self.cfg.fault_target(fault) == "holder" and self.table[fault].waits_for_grant
 
     def ends_early(self, fault: str) -> bool:
         """Whether a start of `fault` on the fresh holder may end once its successor is seen: a

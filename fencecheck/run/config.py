@@ -7,14 +7,24 @@ which the CLI prints as one line with exit code 3.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from fencecheck.descriptors import catalog
 from fencecheck.nemesis.faults import registry as fault_registry
-
-PauseTarget = Literal["holder", "random", "server"]
+from fencecheck.nemesis.faults.base import lease_hold_s
+from fencecheck.run import options
+from fencecheck.run.errors import ConfigError as ConfigError  # re-exported
+from fencecheck.run.options import OptionError as OptionError
 
 
 def _choice(kind: str, name: str, known: list[str]) -> str:
@@ -23,12 +33,14 @@ def _choice(kind: str, name: str, known: list[str]) -> str:
     return name
 
 
-class ConfigError(Exception):
-    """A configuration the run cannot start with; the message names the field."""
 
 
 class RunConfig(BaseModel):
-    """One run of `fencecheck run`. Units live in the names."""
+    """One run of `fencecheck run`. Units live in the names. What configures one part (the
+    backend, client, resource, runtime, workload, each fault) is that part's own options, kept
+    by owner and checked against its descriptor's model (fencecheck/run/options.py); the flat
+    names of earlier releases (`persistence`, `ssh_user`, `think_ms`, `pause_target`, ...) are
+    accepted as aliases."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -36,11 +48,9 @@ class RunConfig(BaseModel):
     backend: str = "redis"  # a backend descriptor's name
     client: str | None = None
     resource: str = "store"  # a resource descriptor's name
-    client_options: dict[str, Any] = Field(default_factory=dict)  # passed to the lock client
     # A program speaking the stdio protocol (docs/client-protocol.md): the `stdio` client.
     client_cmd: str | None = None
-    workload: Literal["lock", "leader", "cron"] = "lock"
-    idempotent: bool = False  # cron: the resource deduplicates executions by job id
+    workload: str = "lock"  # a workload descriptor's name
     nemesis: tuple[str, ...] = ("pause",)  # fault descriptors' names, or "none"
     fencing: bool = False
     time_limit_s: float = Field(30.0, gt=0)
@@ -48,31 +58,21 @@ class RunConfig(BaseModel):
     lease_ms: int = Field(2000, ge=1)
     seed: int = 0
     store: Path = Path("store")
-    runtime: Literal["netns", "docker", "ssh"] = "netns"
-    hosts: tuple[str, ...] = ()  # ssh runtime: the machines, server nodes first
-    ssh_user: str = "root"
-    ssh_key: Path | None = None
-    ssh_port: int = Field(22, ge=1, le=65535)
-    sudo: bool = False
-    ssh_accept_unknown: bool = False
-    known_hosts: Path | None = None
+    runtime: str = "netns"  # a runtime descriptor's name
     nodes: int | None = Field(None, ge=1, le=9)
-    persistence: Literal["off", "everysec", "always"] = "off"
-    # None: the runtime's own choice (netns: 10.77.0.0/24, private to the run's switch
-    # namespace; docker: a free /24 taken under a machine-wide lock, so runs never share one).
-    subnet: str | None = None
     locks: int = Field(1, ge=1, le=100)
-    think_ms: float = Field(20.0, ge=0)
-    writes_per_section: int = Field(3, ge=1)
-    idle_ms: float = Field(10.0, ge=0)
-    acquire_timeout_s: float = Field(5.0, gt=0)
     op_timeout_s: float = Field(1.0, gt=0)
-    renew: bool = False
-    pause_target: PauseTarget = "holder"
     nemesis_interval_s: tuple[float, float] = (1.0, 3.0)
-    fault_duration_s: tuple[float, float] | None = None
+    fault_duration_s: tuple[float, float] | None = None  # every fault's hold, where given
     max_drift: float = Field(0.01, ge=0, lt=1)
     replay: Path | None = None  # a recorded schedule.json: play its faults instead of drawing
+    # Each owner's options, whole (its model's defaults filled in), as test.json records them.
+    backend_options: dict[str, Any] = Field(default_factory=dict)
+    client_options: dict[str, Any] = Field(default_factory=dict)  # passed to the lock client
+    resource_options: dict[str, Any] = Field(default_factory=dict)
+    runtime_options: dict[str, Any] = Field(default_factory=dict)
+    workload_options: dict[str, Any] = Field(default_factory=dict)
+    fault_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -83,42 +83,29 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _client_cmd(cls, data: Any) -> Any:
-        """`client_cmd` is the `stdio` client with that command as its `cmd` option."""
-        if not isinstance(data, dict) or data.get("client_cmd") is None:
+    def _owners(cls, data: Any) -> Any:
+        """`client_cmd` is the `stdio` client with that command as its `cmd` option; then each
+        owner's options are checked and made whole (fencecheck/run/options.py: an OptionError,
+        which names the owner's flag and the field, passes through pydantic unwrapped)."""
+        if not isinstance(data, dict):
             return data
-        cmd = data["client_cmd"]
-        if not isinstance(cmd, str) or not cmd.strip():
-            raise ValueError("client_cmd: must be a non-empty command line")
-        if data.get("client") not in (None, "stdio"):
-            raise ValueError("client_cmd: give either a client or a client command, not both")
-        return {**data, "client": "stdio",
-                "client_options": {**(data.get("client_options") or {}), "cmd": cmd}}
+        if data.get("client_cmd") is not None:
+            cmd = data["client_cmd"]
+            if not isinstance(cmd, str) or not cmd.strip():
+                raise ValueError("client_cmd: must be a non-empty command line")
+            if data.get("client") not in (None, "stdio"):
+                raise ValueError("client_cmd: give either a client or a client command, not "
+                                 "both")
+            data = {**data, "client": "stdio",
+                    "client_options": {**(data.get("client_options") or {}), "cmd": cmd}}
+        return options.resolve(data)
 
-    @field_validator("subnet")
+    @field_validator("backend", "resource", "runtime", "workload")
     @classmethod
-    def _subnet(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        import ipaddress
-
-        try:
-            net = ipaddress.ip_network(v)
-        except ValueError as e:
-            raise ValueError(f"not an address range ({e})") from None
-        if net.version != 4 or net.num_addresses < 8:
-            raise ValueError("want an IPv4 range of at least 8 addresses, e.g. 10.77.0.0/24")
-        return v
-
-    @field_validator("backend")
-    @classmethod
-    def _backend(cls, v: str) -> str:
-        return _choice("backend", v, list(catalog.backends()))
-
-    @field_validator("resource")
-    @classmethod
-    def _resource(cls, v: str) -> str:
-        return _choice("resource", v, list(catalog.resources()))
+    def _named(cls, v: str, info: ValidationInfo) -> str:
+        """A descriptor's name, of the kind the field names."""
+        kind = str(info.field_name)
+        return _choice(kind, v, list(options.descriptors(kind)))
 
     @field_validator("nemesis")
     @classmethod
@@ -137,8 +124,6 @@ class RunConfig(BaseModel):
     def _consistent(self) -> RunConfig:
         if "none" in self.nemesis and len(self.nemesis) > 1:
             raise ValueError("nemesis: 'none' cannot be combined with other faults")
-        if self.runtime == "ssh" and not self.hosts:
-            raise ValueError("hosts: --runtime ssh needs --hosts h1,h2,...")
         if self.store.exists() and not self.store.is_dir():
             raise ValueError(f"store: {self.store} exists and is not a directory")
         most = catalog.backend(self.backend).max_nodes
@@ -166,27 +151,71 @@ class RunConfig(BaseModel):
         fence = "fenced" if self.fencing else "unfenced"
         return f"{self.backend}-{self.client_name}-{faults}-{fence}"
 
+    def settings(self, owner: str, fault: str | None = None) -> dict[str, Any]:
+        """One owner's options as its model's values (a Path as a Path); `fault` names which."""
+        if owner == "fault":
+            assert fault is not None
+            return options.typed("fault", fault, self.fault_options.get(fault, {}))
+        name = self.client_name if owner == "client" else getattr(self, owner)
+        return options.typed(owner, name, getattr(self, options.FIELD[owner]))
+
+    def fault_target(self, fault: str) -> str:
+        """A fault's `target` ("holder": it waits for a fresh grant, where it waits at all)."""
+        return str(self.fault_options.get(fault, {}).get("target", "holder"))
+
+    @property
+    def pause_target(self) -> str:
+        """The pause fault's target as earlier releases named it (FaultOptions.pause_target)."""
+        return self.fault_target("pause") if "pause" in self.faults else "holder"
+
     @property
     def pause_duration_s(self) -> tuple[float, float]:
-        """Pauses outlast the lease by default: that is what exposes an unfenced lock. By
-        half a lease and more: a Lease, an etcd lease or a ZooKeeper session is taken over only
-        a lease after its holder was last seen, and then by the next poll. (Pauses of lease +
-        0.5 s to 1.25 lease + 0.5 s brought the default run's first violation forward by about
-        1.5 s, but missed 3 of 6 runs of python-etcd3, kazoo and kubernetes-python that these
-        find.) These are upper bounds: a pause of the holder ends once its successor has
-        written (fencecheck/nemesis/successor.py)."""
+        """How long a pause holds (`--fault-opt pause.hold_s`, `--fault-duration` over every
+        fault), as earlier releases gave it to every fault (FaultOptions.pause_duration_s).
+        Pauses outlast the lease by default (faults/base.py: `lease_hold_s`): that is what
+        exposes an unfenced lock."""
         if self.fault_duration_s is not None:
             return self.fault_duration_s
-        lease_s = self.lease_ms / 1000
-        return (lease_s * 1.5 + 0.5, lease_s * 2.5 + 1.0)
+        hold = self.fault_options.get("pause", {}).get("hold_s")
+        return (float(hold[0]), float(hold[1])) if hold else lease_hold_s(self.lease_ms)
 
 
-def make_config(**options: Any) -> RunConfig:
-    """Build a RunConfig; a bad value raises ConfigError naming the field."""
+def make_config(**given: Any) -> RunConfig:
+    """Build a RunConfig; a bad value raises ConfigError naming the field (an OptionError, a
+    ConfigError too, where it is one owner's option)."""
     try:
-        return RunConfig(**{k: v for k, v in options.items() if v is not None})
+        return RunConfig(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "config"
         msg = err["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"bad configuration: {field}: {msg}") from None
+        got = err.get("input")
+        if err["loc"] and isinstance(got, int | float | str) and str(got) not in msg:
+            msg += f" (got {got!r})"
+        raise ConfigError(f"bad configuration: {field}: {msg}",
+                          field=str(err["loc"][0]) if err["loc"] else None) from None
+
+
+def fault_settings(cfg: RunConfig, fault: str) -> Any:
+    """A fault's settings, its model's instance (what FaultOptions.settings carries), with the
+    hold --fault-duration fixed, where the fault has one."""
+    model = options.model_for("fault", fault)
+    if model is None:
+        return None
+    values = dict(cfg.fault_options.get(fault, {}))
+    if cfg.fault_duration_s is not None and "hold_s" in model.model_fields:
+        values["hold_s"] = cfg.fault_duration_s
+    return model.model_validate(values)
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema of a run's configuration as test.json records it (`fencecheck schema
+    config`): RunConfig's fields, and each owner's options model where the configuration names
+    that owner."""
+    base = RunConfig.model_json_schema(mode="serialization")
+    base = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "fencecheck run configuration",
+            "description": "test.json's `config`: a run's options, each owner's in its own "
+                           "table (backend_options, client_options, resource_options, "
+                           "runtime_options, workload_options, fault_options)", **base}
+    return options.config_schema(base)

@@ -10,6 +10,7 @@ cleanup finishes). Whatever happens, the events recorded so far are merged into 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -36,7 +37,7 @@ from fencecheck.records import results as results_record
 from fencecheck.records import test as test_record
 from fencecheck.records.test import TestRecord
 from fencecheck.run import wiring
-from fencecheck.run.config import RunConfig
+from fencecheck.run.config import RunConfig, fault_settings
 from fencecheck.run.history_merge import merge_logs
 from fencecheck.run.plan import REAL_PARTS, Parts, RunPlan, make_plan
 from fencecheck.run.progress import Progress, ProgressFn
@@ -229,16 +230,18 @@ def _start_resource(plan: RunPlan, parts: Parts, cluster: Cluster, service: Lock
     node = cluster.servers[plan.resource_node]
     starter = parts.resource(cfg)
     opts: dict[str, Any] = starter(ResourceStart(node, service, run_dir, stack, cfg.fencing,
-                                                 cfg.op_timeout_s))
+                                                 cfg.op_timeout_s, cfg.settings("resource")))
     return opts
 
 
 def _build_faults(plan: RunPlan, parts: Parts, run_id: str, run_dir: Path) -> dict[str, Fault]:
-    """The run's faults, in --nemesis order, sharing one rng seeded from the plan."""
+    """The run's faults, in --nemesis order, sharing one rng seeded from the plan, each with
+    its own settings (a hold --fault-duration fixed for every fault)."""
     cfg = plan.cfg
     opts = FaultOptions(run_id, run_dir, cfg.backend, cfg.lease_ms, cfg.pause_target,
                         cfg.pause_duration_s, random.Random(plan.fault_seed))
-    return {d.name: parts.fault(d, opts) for d in plan.faults}
+    return {d.name: parts.fault(d, dataclasses.replace(opts, settings=fault_settings(cfg, d.name)))
+            for d in plan.faults}
 
 
 def _scheduled(plan: RunPlan, faults: dict[str, Fault]) -> dict[str, ScheduledFault]:

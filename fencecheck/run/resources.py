@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ STORE_PORT = 7000
 @dataclass(frozen=True, slots=True)
 class ResourceStart:
     """What a starter gets: the resource's node, the lock service, the run directory, the
-    ExitStack to register undos on, and the run's fencing and op timeout."""
+    ExitStack to register undos on, the run's fencing and op timeout, and the resource's own
+    options (`--resource-opt`, checked against its descriptor's model)."""
 
     node: Remote
     service: LockService
@@ -27,6 +28,7 @@ class ResourceStart:
     stack: ExitStack
     fencing: bool
     op_timeout_s: float
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 def store_argv(remote: Remote, fencing: bool, log: Path) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 from fencecheck.clusters.base import ClusterError, LockService
 from fencecheck.descriptors import catalog
 from fencecheck.descriptors.base import CLOCK, BackendDescriptor, ResourceDescriptor
+from fencecheck.descriptors.extras import install_hint, is_installed, missing_module_message
 from fencecheck.nemesis.faults.registry import faults as fault_table
 from fencecheck.run.config import ConfigError, RunConfig
 from fencecheck.run.resources import STORE_PORT, store_argv
@@ -36,14 +37,9 @@ def __getattr__(name: str) -> Any:
         return {b.name: b.service for b in catalog.backends().values()}
     if name == "CLIENTS":
         return {b.name: b.client_names for b in catalog.backends().values()}
+    if name == "RUNTIMES":
+        return {r.name: r.factory for r in catalog.runtimes().values()}
     raise AttributeError(name)
-
-
-RUNTIMES: dict[str, str] = {
-    "netns": "fencecheck.clusters.runtimes.netns:NetnsRuntime",
-    "docker": "fencecheck.clusters.runtimes.docker:DockerRuntime",
-    "ssh": "fencecheck.clusters.runtimes.ssh:SshRuntime",
-}
 
 
 def descriptor(cfg: RunConfig) -> BackendDescriptor:
@@ -55,15 +51,14 @@ def resource_descriptor(cfg: RunConfig) -> ResourceDescriptor:
 
 
 def make_runtime(cfg: RunConfig, run_id: str, run_dir: Any) -> Any:
-    """The runtime of cfg.runtime. Every runtime takes (run_id, run directory, subnet) and the ssh
-    one also its connection options; each exposes `setup`, `teardown` and `ledger`."""
-    cls = _load(RUNTIMES[cfg.runtime])
-    if cfg.runtime == "ssh":
-        return cls(run_id, run_dir, hosts=list(cfg.hosts), user=cfg.ssh_user,
-                   key=cfg.ssh_key, port=cfg.ssh_port, sudo=cfg.sudo,
-                   accept_unknown=cfg.ssh_accept_unknown, known_hosts=cfg.known_hosts,
-                   local_nodes=(RESOURCE_NODE,))  # the resource runs on the controller
-    return cls(run_id, run_dir, cfg.subnet)
+    """The runtime of cfg.runtime, built with (run_id, run directory, **its options), and
+    `local_nodes` where its descriptor runs the resource on this host; each exposes `setup`,
+    `teardown` and `ledger`."""
+    d = catalog.runtimes()[cfg.runtime]
+    kwargs = cfg.settings("runtime")
+    if d.local_resource:
+        kwargs["local_nodes"] = (RESOURCE_NODE,)
+    return _load(d.factory)(run_id, run_dir, **kwargs)
 
 
 def weight(cfg: RunConfig) -> int:
@@ -82,10 +77,55 @@ def client_nodes(cfg: RunConfig) -> list[str]:
     return [f"c{i + 1}" for i in range(cfg.concurrency)]
 
 
+def _needs_module(what: str, spec: str) -> None:
+    """Import the module of `spec` ("module:Name"); a Python package it needs that this install
+    lacks (an extra's, on a core install) is ConfigError naming the extra to install. So is the
+    `PYTHON_DIST` a module declares for a package it imports only where it uses it."""
+    try:
+        module = importlib.import_module(spec.partition(":")[0])
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] == "fencecheck":
+            raise
+        raise ConfigError(f"bad configuration: {missing_module_message(e.name, what)}") \
+            from None
+    dist = getattr(module, "PYTHON_DIST", None)
+    if isinstance(dist, str) and not is_installed(dist):
+        raise ConfigError(f"bad configuration: {what} needs the Python package {dist}, which "
+                          f"this install lacks: {install_hint(dist)}")
+
+
+def check_installed(cfg: RunConfig) -> None:
+    """Every Python package the run's parts need is installed: the modules of its runtime,
+    service, resource, faults and lock client import, and the client's library (imported only
+    inside the worker) is there. Before anything is created, one line naming the extra."""
+    b = descriptor(cfg)
+    r = resource_descriptor(cfg)
+    table = fault_table()
+    parts = [(f"--runtime {cfg.runtime}", catalog.runtimes()[cfg.runtime].factory),
+             (f"backend {b.name}", b.service), (f"resource {r.name}", r.spec),
+             (f"resource {r.name}", r.starter),
+             *((f"nemesis {n}", table[n].factory) for n in cfg.faults if n in table)]
+    c = next((x for x in b.clients if x.name == cfg.client_name), None)
+    if c is not None:
+        parts.append((f"client {c.name}", c.spec))
+        if c.dist is not None and not is_installed(c.dist):
+            raise ConfigError(f"bad configuration: client {c.name} needs the Python package "
+                              f"{c.dist}, which this install lacks: {install_hint(c.dist)}")
+    for what, spec in parts:
+        _needs_module(what, spec)
+    for n in cfg.faults:
+        for need in table[n].needs if n in table else ():
+            if need.dist is not None and not is_installed(need.dist):
+                raise ConfigError(f"bad configuration: nemesis {n} needs the Python package "
+                                  f"{need.dist}, which this install lacks: "
+                                  f"{install_hint(need.dist)}")
+
+
 def check_compatible(cfg: RunConfig) -> None:
     """Refuse combinations that cannot run, before anything is created: each message names both
     sides of the clash."""
     b = descriptor(cfg)
+    check_installed(cfg)
     known = b.client_names
     if ":" not in cfg.client_name and cfg.client_name not in known:
         raise ConfigError(
@@ -142,16 +182,16 @@ def check_compatible(cfg: RunConfig) -> None:
 
 
 def make_service(cfg: RunConfig, env_for: Any = None, ledger: Any = None) -> LockService:
-    """The backend's LockService, given only the keyword arguments its descriptor declares."""
+    """The backend's LockService, built with its own options (`--backend-opt`) and those of
+    the run's keyword arguments its descriptor declares (`service_args`)."""
     b = descriptor(cfg)
     cls = _load(b.service)
-    offered: dict[str, Any] = {"persistence": cfg.persistence, "env_for": env_for,
-                               "ledger": ledger, "lease_ms": cfg.lease_ms}
+    offered: dict[str, Any] = {"env_for": env_for, "ledger": ledger, "lease_ms": cfg.lease_ms}
     if env_for is not None and "env_for" not in b.service_args:
         raise ConfigError(f"bad configuration: nemesis: clock: {cfg.backend} cannot run "
                           "under the clock shim")
     kwargs = {k: v for k, v in offered.items() if k in b.service_args and v is not None}
-    service: LockService = cls(**kwargs)
+    service: LockService = cls(**kwargs, **cfg.settings("backend"))
     return service
 
 

@@ -39,7 +39,10 @@ class WorkerProcess:
 
 def worker_config(cfg: RunConfig, i: int, w: WorkerProcess, copts: dict[str, Any],
                   ropts: dict[str, Any], t0_ns: int, process_base: int = 0) -> WorkerConfig:
-    """Worker i's configuration: the record its process reads (workloads.worker owns it)."""
+    """Worker i's configuration: the record its process reads (workloads.worker owns it). The
+    workload's options go in whole (`options`); the built-in loops read theirs from the fields
+    of the same names (a workload without one runs with the neutral value)."""
+    opts = cfg.workload_options
     config = WorkerConfig(
         worker=i,
         concurrency=cfg.concurrency,
@@ -50,17 +53,18 @@ def worker_config(cfg: RunConfig, i: int, w: WorkerProcess, copts: dict[str, Any
         resource_options=ropts,
         locks=[f"lock-{j}" for j in range(cfg.locks)],
         lease_ms=cfg.lease_ms,
-        acquire_timeout_s=cfg.acquire_timeout_s,
-        think_ms=cfg.think_ms,
-        writes_per_section=cfg.writes_per_section,
-        idle_ms=cfg.idle_ms,
-        renew=cfg.renew,
+        acquire_timeout_s=float(opts.get("acquire_timeout_s", 5.0)),
+        think_ms=float(opts.get("think_ms", 0.0)),
+        writes_per_section=int(opts.get("writes_per_section", 1)),
+        idle_ms=float(opts.get("idle_ms", 0.0)),
+        renew=bool(opts.get("renew", False)),
         log=str(w.events),
         t0_ns=t0_ns,
         seed=cfg.seed * 1000 + i,
         op_timeout_s=cfg.op_timeout_s,
         workload=cfg.workload,
-        idempotent=cfg.idempotent,
+        idempotent=bool(opts.get("idempotent", False)),
+        options=dict(opts),
     )
     config.validate()
     return config

@@ -48,6 +48,7 @@ def grants(store: Path, name: str) -> list[Any]:
 
 
 CLIENT_GO_PAUSE = (*K8S, "--client", "client-go", "--nemesis", "pause", "--time-limit", "20")
+NOTICED = ("--fencing", "off", "--writes", "8", "--think-ms", "300", "--client-opt", "notices=work")
 
 
 @pytest.mark.netns
@@ -58,8 +59,10 @@ def test_client_go_paused_unfenced_is_caught_and_fenced_by_resource_version_stop
     # once its LeaseDuration has passed, and the old holder writes on waking. The fenced twin
     # runs beside it.
     unfenced, (code, results) = at_once(
-        lambda: run(tmp_path, "client-go-pause-1", *CLIENT_GO_PAUSE, "--fencing", "off",
-                    "--seed", "1"),
+        # the elector's OnStoppedLeading is recorded as a lost-lock notice (notices=work: the
+        # holder keeps working after it, as before); sections of 8 writes 300 ms apart, so that
+        # a woken holder still holds the lock when the elector gives up, about 1.3 s later
+        lambda: run(tmp_path, "client-go-pause-1", *CLIENT_GO_PAUSE, *NOTICED, "--seed", "1"),
         lambda: run(tmp_path, "client-go-fenced", *CLIENT_GO_PAUSE, "--fencing", "on",
                     "--seed", "1"))
     # The fence holds: no stale write, no lost update, tokens only grow. The lock itself may
@@ -77,7 +80,11 @@ def test_client_go_paused_unfenced_is_caught_and_fenced_by_resource_version_stop
             if a.end_time is not None and a.end_time < b.time:
                 assert a.get("token") < b.get("token"), (a, b)
     found_or_retry(tmp_path, "client-go-pause", DAMAGE - {"double-grant"}, unfenced,
-                   *CLIENT_GO_PAUSE, "--fencing", "off")
+                   *CLIENT_GO_PAUSE, *NOTICED)
+    notices = [o for p in tmp_path.glob("client-go-pause-*/latest")
+               for o in load_ops(p / "history.jsonl") if o.f == "notice" and o.ok]
+    assert notices and {o.get("reason") for o in notices} == {"OnStoppedLeading"}
+    assert all(isinstance(o.get("token"), int) for o in notices)
 
 
 @pytest.mark.netns

@@ -15,7 +15,11 @@ the dry runs and the client's own tests; six refusals).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -30,8 +34,8 @@ from fencecheck.clusters.services.kube_apiserver import KubeApiserverService
 from fencecheck.workloads.base import DefiniteFailure
 from fencecheck.workloads.clients.kube_lease import KubernetesPythonClient
 from tests.backends import loopback_nodes, net
-from tests.conftest import at_once, processes_matching, run_fencecheck
-from tests.e2e.test_run_backends import DAMAGE, kinds, run
+from tests.conftest import REPO, at_once, processes_matching, run_fencecheck
+from tests.e2e.test_run_backends import DAMAGE, kinds, must_find, run
 from tests.e2e.test_third_party import found_or_retry
 
 pytestmark = [pytest.mark.netns]
@@ -68,6 +72,28 @@ def test_kubernetes_python_paused_unfenced_is_caught_and_fenced_by_resource_vers
     grants = [o for o in ops if o.f == "acquire" and o.ok]
     assert len(grants) > 1 and all(isinstance(o.get("token"), int) for o in grants)
     found_or_retry(tmp_path, "k8s-pause", DAMAGE - {"double-grant"}, unfenced, *UNFENCED_PAUSE)
+
+
+# Sections of 30 x 400 ms: the holder paused after its grant wakes with work left, and the
+# library's renew loop, paused with it, gives up a retry and a renew_deadline (2.1 s) later.
+NOTICED = ("--backend", "kubernetes", "--client", "kubernetes-python", "--lease-ms", "3000",
+           "--concurrency", "3", "--nemesis", "pause", "--fencing", "off", "--writes", "30",
+           "--think-ms", "400", "--time-limit", "20", "--client-opt", "notices=work")
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_kubernetes_python_tells_a_paused_holder_and_a_careless_one_writes_after(
+        tmp_path: Path) -> None:
+    # The library's onstopped_leading (its own renew loop kept for the grant, workloads/clients/
+    # kube_keeper.py) is recorded as a lost-lock notice; with notices=work the holder goes on
+    # writing after it: write-after-notice.
+    found = must_find(tmp_path, "k8s-noticed", {"write-after-notice"}, *NOTICED, seeds=(1, 2))
+    assert "write-after-notice" in found
+    runs = sorted(tmp_path.glob("k8s-noticed-*/latest"))
+    ops = load_ops(runs[-1] / "history.jsonl")
+    notices = [o for o in ops if o.f == "notice" and o.ok]
+    assert notices and {o.get("reason") for o in notices} == {"onstopped_leading"}
+    assert all(isinstance(o.get("token"), int) for o in notices)
 
 
 @pytest.mark.usefixtures("no_leftovers")
@@ -192,6 +218,42 @@ def test_lease_client_grants_one_holder_at_a_time_with_growing_resource_versions
         b.release(g2)
     finally:
         a.close()
+        b.close()
+
+
+# A holder in its own process, so SIGSTOP pauses it and the library's renew loop kept for its
+# grant (workloads/clients/kube_keeper.py), as a GC pause would.
+TOLD = """
+import json, sys, time
+from fencecheck.workloads.clients.kube_lease import KubernetesPythonClient
+c = KubernetesPythonClient(json.loads(sys.argv[1]))
+c.on_notice(lambda lock, token, reason: print(json.dumps([lock, token, reason]), flush=True))
+g = c.acquire("lock-n", 2000, 5.0)
+print(json.dumps(g.token), flush=True)
+time.sleep(60)
+"""
+
+
+def test_lease_client_passes_on_the_librarys_onstopped_leading_after_a_pause(
+        apiserver: KubeApiserverService) -> None:
+    opts = {"endpoints": apiserver.endpoints(), "worker": 0, "op_timeout_s": 2.0,
+            **apiserver.client_options()}
+    p = subprocess.Popen([sys.executable, "-c", TOLD, json.dumps(opts)], stdout=subprocess.PIPE,
+                         text=True, cwd=REPO)
+    b = _lease_client(apiserver, 1)
+    try:
+        assert p.stdout is not None
+        token = json.loads(p.stdout.readline())
+        p.send_signal(signal.SIGSTOP)  # its renew loop stops with it: the Lease runs out
+        g = b.acquire("lock-n", 2000, 10.0)
+        p.send_signal(signal.SIGCONT)
+        # on waking, the library's loop finds another holder and gives up after renew_deadline
+        assert json.loads(p.stdout.readline()) == ["lock-n", token, "onstopped_leading"]
+        b.release(g)
+    finally:
+        p.send_signal(signal.SIGCONT)
+        p.kill()
+        p.wait(10)
         b.close()
 
 

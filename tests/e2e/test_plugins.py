@@ -1,23 +1,29 @@
-"""A plugin package from outside the tree (tests/plugin_pkg: a lock client, a fault and a check)
-is pip-installed into the test venv, listed by `fencecheck plugins`, and driven end to end by
-`fencecheck run` (the check judges the run, and its kind is a column of the comparison); a fault
-a runtime cannot host is refused up front."""
+"""A plugin package from outside the tree (tests/plugin_pkg: a backend, lock clients, a fault and
+a check) is pip-installed into the test venv, listed by `fencecheck plugins`, and driven end to
+end by `fencecheck run` (the check judges the run, and its kind is a column of the comparison); a
+fault a runtime cannot host is refused up front. Its backend, client and fault options show in
+`run --help` and `fencecheck schema config` and are checked by their models, and its backend's
+comparison row runs from `fencecheck libraries` into the published table."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_fencecheck
+from tests.conftest import at_once, run_fencecheck
 
 PKG = Path(__file__).resolve().parents[1] / "plugin_pkg"
+LIBRARIES = Path(__file__).resolve().parents[2] / "examples" / "libraries.toml"
 DIST = "fencecheck-demo-plugin"
 
 
@@ -85,3 +91,80 @@ def test_plugin_client_and_fault_run_end_to_end(plugin: dict[str, str], tmp_path
     assert r.returncode == 0, r.stderr
     header = (tmp_path / "cmp" / "compare.csv").read_text().splitlines()[0].split(",")
     assert "demo-unseen" in header and "duplicate-effect" in header
+
+
+def _text(out: str) -> str:
+    """rich's help as plain words (its box drawing and line breaks gone)."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", out).split())
+
+
+def test_a_plugin_backend_shows_in_plugins_help_schema_and_the_comparison(
+        plugin: dict[str, str]) -> None:
+    """The demo plugin's backend (service, descriptor, client: three modules outside the tree)
+    and its fault's and client's options, everywhere the built-in ones are listed."""
+    wide = {**plugin, "COLUMNS": "300"}
+    listed, helped, config, results, rows = at_once(*(
+        functools.partial(run_fencecheck, *args, timeout=90, env=env) for args, env in (
+            (("plugins",), plugin), (("run", "--help"), wide), (("schema", "config"), plugin),
+            (("schema", "results"), plugin), (("libraries",), plugin))))
+    assert listed.returncode == 0 and "fencecheck.backends: demo-redis" in listed.stdout
+    assert "  demo-redis: demo-redis-setnx, stdio" in listed.stdout
+    assert "runtimes: netns, docker, ssh" in listed.stdout
+    assert "workloads: lock, leader, cron" in listed.stdout
+    assert helped.returncode == 0, helped.stderr
+    text = _text(helped.stdout)
+    for shown in ("demo-redis: port=N (default 6390)",
+                  "demo-redis-setnx: key_prefix=TEXT (default demo:)",
+                  "freeze-all: target=holder|random (default holder), hold_s=LOW,HIGH"):
+        assert shown in text, shown
+    defs = json.loads(config.stdout)["$defs"]
+    assert defs["backend.demo-redis"]["properties"]["port"]["default"] == 6390
+    assert "key_prefix" in defs["client.demo-redis-setnx"]["properties"]
+    assert "hold_s" in defs["fault.freeze-all"]["properties"]
+    kind = json.loads(results.stdout)["$defs"]["Violation"]["properties"]["kind"]
+    assert "demo-unseen" in kind["examples"]
+    generated = tomllib.loads(rows.stdout)["row"]
+    demo = next(x for x in generated if x["name"] == "none-demo-redis-setnx")
+    assert demo["backend"] == "demo-redis" and demo["backend_options"] == {"port": 6391}
+    assert len(generated) == len(tomllib.loads(LIBRARIES.read_text())["row"]) + 1
+
+
+def test_a_plugin_options_are_checked_by_its_models(plugin: dict[str, str],
+                                                    tmp_path: Path) -> None:
+    cases = ((["--backend", "demo-redis", "--backend-opt", "port=80"],
+              "--backend-opt port: Input should be greater than or equal to 1024"),
+             (["--backend", "demo-redis", "--client-opt", "prefix=x"],
+              "--client-opt prefix: client demo-redis-setnx has no such option"),
+             (["--nemesis", "freeze-all", "--fault-opt", "freeze-all.hold_s=x"],
+              "--fault-opt freeze-all.hold_s"))
+    done = at_once(*(functools.partial(run_fencecheck, "run", "--store", str(tmp_path), *args,
+                                       timeout=90, env=plugin) for args, _ in cases))
+    for r, (_, named) in zip(done, cases, strict=True):
+        assert r.returncode == 3 and named in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.netns
+@pytest.mark.usefixtures("no_leftovers")
+def test_a_plugin_backends_comparison_row_runs_into_the_published_table(
+        plugin: dict[str, str], tmp_path: Path) -> None:
+    """`fencecheck libraries` writes the plugin's row, `fencecheck matrix` runs it with its
+    backend's options, and the published table has it in its client's words."""
+    matrix = tmp_path / "libraries.toml"
+    r = run_fencecheck("libraries", "--out", str(matrix), timeout=60, env=plugin)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "out"
+    r = run_fencecheck("matrix", str(matrix), "--only", "none-demo-redis-setnx", "--store",
+                       str(tmp_path / "store"), "--out", str(out), timeout=300, env=plugin)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = next((tmp_path / "store").glob("none-demo-redis-setnx/*/test.json")).parent
+    config = json.loads((run_dir / "test.json").read_text())["config"]
+    assert config["backend_options"] == {"port": 6391}
+    worker = json.loads((run_dir / "nodes" / "c1" / "worker.json").read_text())
+    assert all(e.endswith(":6391") for e in worker["client_options"]["endpoints"])
+    table = subprocess.run([sys.executable, "-m", "fencecheck.reports.markdown", str(out)],
+                           capture_output=True, text=True, timeout=60, env=plugin)
+    assert table.returncode == 0, table.stderr
+    line = next(x for x in table.stdout.splitlines() if "demo-redis-setnx" in x)
+    assert line.startswith("| the demo plugin's SET NX PX (`demo-redis-setnx`) | demo-redis |")
+    assert line.endswith("| met |")

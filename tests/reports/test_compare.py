@@ -35,8 +35,10 @@ def test_summary_counts_kinds_latency_and_first_violation(store: Path) -> None:
         "interleaved-writes": 1,
         "lost-update": 1,
         "duplicate-effect": 0,  # a column for every kind the checks declare, found or not
+        "write-after-notice": 0,
         "not-linearizable": 1,
     }
+    assert (s.notices, s.notice_lead_ms) == (0, None)  # no lost-lock notices in this history
     assert list(s.violations) == list(KINDS)  # in the checks' order
     assert s.first_violation_s == pytest.approx(1.2)  # the linearizability counterexample's op
     assert s.ok_frac == pytest.approx(25 / 28)
@@ -184,3 +186,12 @@ def test_junit_survives_control_characters(store: Path, tmp_path: Path) -> None:
     write_junit([run], path, suite="s")
     failure = ET.parse(path).getroot().find("testsuite/testcase/failure")
     assert failure is not None and "bad \ufffd\ufffd[31m byte" in (failure.text or "")
+
+
+def test_the_notice_column_says_none_or_the_median_lead_or_lag() -> None:
+    from fencecheck.reports.compare import notice_text
+
+    assert notice_text(0, None) == "none"  # the library gave no notice (or none was recorded)
+    assert notice_text(3, None) == "no lease to compare"
+    assert notice_text(3, 120.4) == "lead 120 ms"
+    assert notice_text(2, -2500.0) == "lag 2500 ms"

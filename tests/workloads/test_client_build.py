@@ -17,7 +17,7 @@ from fencecheck.workloads.base import WorkloadError
 from fencecheck.workloads.clients import build as build_module
 
 GO = {"etcd-go", "go-redsync", "etcd-go-election", "client-go", "consul-go", "nats-go"}
-JAVA = {"curator", "redisson", "redisson-fenced", "shedlock", "shedlock-jdbc"}
+JAVA = {"curator", "redisson", "redisson-fenced", "shedlock", "shedlock-jdbc", "hazelcast-java"}
 
 
 def hashes() -> dict[str, str]:

@@ -125,6 +125,39 @@ def test_paused_holder_session_expires(clients: list[ZkClient], holder: Any) -> 
     b.release(g)
 
 
+TOLD = """
+import json, sys, time
+from fencecheck.workloads.clients.zk import ZkClient
+c = ZkClient({"endpoints": sys.argv[1].split(","), "op_timeout_s": 1.0})
+c.on_notice(lambda lock, token, reason: print(json.dumps([lock, token, reason]), flush=True))
+g = c.acquire(sys.argv[2], int(sys.argv[3]), 5.0)
+print(json.dumps(g.token), flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_paused_holder_is_told_by_kazoo_that_its_lock_is_lost(
+        zk_cluster: ZookeeperService, clients: list[ZkClient]) -> None:
+    """kazoo's SUSPENDED and LOST session states are notices about the grant held (its token),
+    given as soon as the holder runs again after its session expired."""
+    _, b, _ = clients
+    p = subprocess.Popen([sys.executable, "-c", TOLD, ",".join(zk_cluster.endpoints()), "told",
+                          "1000"], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert p.stdout is not None
+        token = json.loads(p.stdout.readline())
+        p.send_signal(signal.SIGSTOP)
+        g = b.acquire("told", 1000, 10.0)  # the paused holder's session expired
+        p.send_signal(signal.SIGCONT)
+        told = [json.loads(p.stdout.readline()) for _ in range(2)]
+        assert told == [["told", token, "SUSPENDED"], ["told", token, "LOST"]], told
+        b.release(g)
+    finally:
+        p.send_signal(signal.SIGCONT)
+        p.kill()
+        p.wait(10)
+
+
 def test_unreachable_ensemble_is_a_definite_failure() -> None:
     c = ZkClient({"endpoints": ["127.0.45.20:2181"], "op_timeout_s": 0.5})
     assert acquire_error(c) == "connection-refused"

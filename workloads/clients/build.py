@@ -35,7 +35,7 @@ from fencecheck.toolchain import cache
 from fencecheck.workloads.base import WorkloadError
 
 HERE = Path(__file__).resolve().parent
-BUILD_HINT = "bash scripts/build-clients.sh"
+BUILD_HINT = "fencecheck build"
 # Debian's Curator and its dependencies, compiled against and run with (no Maven resolution).
 JAVA_CLASSPATH = ":".join(f"/usr/share/java/{j}.jar" for j in (
     "curator-recipes", "curator-framework", "curator-client", "zookeeper", "zookeeper-jute",
@@ -88,24 +88,25 @@ class ClientBuild:
     run: Callable[[Path], list[str]]  # argv of the built client
     recipe: str  # part of the hash: a changed recipe is a new build
     shared: tuple[str, ...] = ()  # folders under workloads/clients/ of the libraries it uses
+    toolchain: str = "go"  # what builds it (and runs it): a key of fencecheck.toolchain.tools
 
 
 def _go(name: str, source: str, binary: str) -> ClientBuild:
     return ClientBuild(name, source, lambda d: _go_build(d, binary), lambda d: [str(d / binary)],
-                       "go build v2", (GO_STDIO,))
+                       "go build v2", (GO_STDIO,), "go")
 
 
 def _maven(name: str, source: str, main: str, *args: str,
            shared: tuple[str, ...] = (JAVA_STDIO,)) -> ClientBuild:
     return ClientBuild(name, source, lambda d: _maven_javac(d, main, shared),
-                       lambda d: [*_java_run(d), main, *args], "mvn+javac v2", shared)
+                       lambda d: [*_java_run(d), main, *args], "mvn+javac v2", shared, "maven")
 
 
 def _npm(name: str, source: str, script: str) -> ClientBuild:
     return ClientBuild(
         name, source,
         lambda d: [["npm", "ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"]],
-        lambda d: ["node", str(d / script)], "npm ci v1")
+        lambda d: ["node", str(d / script)], "npm ci v1", toolchain="npm")
 
 
 def _debian_javac(name: str, source: str, main: str) -> ClientBuild:
@@ -113,7 +114,7 @@ def _debian_javac(name: str, source: str, main: str) -> ClientBuild:
         name, source, lambda d: [_javac(d, JAVA_CLASSPATH, main, (JAVA_STDIO,))],
         lambda d: ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                    "-cp", f"{d / 'classes'}:{JAVA_CLASSPATH}", main],
-        "javac v2 " + JAVA_CLASSPATH, (JAVA_STDIO,))
+        "javac v2 " + JAVA_CLASSPATH, (JAVA_STDIO,), "javac")
 
 
 def client_build(name: str, program: Program) -> ClientBuild:
@@ -254,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             folder, built = build(name)
         except WorkloadError as e:
-            print(f"build-clients: {e}", file=sys.stderr)
+            print(f"fencecheck build: {e}", file=sys.stderr)
             return 3
         print(cache.summary(name, built, t, folder))
     return 0

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -33,7 +32,7 @@ from typing import Any
 import pymysql  # type: ignore[import-untyped,unused-ignore]
 
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
-from fencecheck.workloads.clients.mariadb import lock_name
+from fencecheck.workloads.clients.mariadb import connect, lock_name
 from fencecheck.workloads.clients.polling import poll
 
 log = logging.getLogger(__name__)
@@ -83,15 +82,7 @@ class GaleraLockTableClient:
         """The open connection (made, with the table, if need be): failures here are definite."""
         if self.conn is not None and self.conn.open:
             return self.conn
-        try:
-            conn = pymysql.connect(
-                host=self.host, port=self.port, user=self.user, database=self.database,
-                connect_timeout=max(1, math.ceil(self.op_timeout_s)),
-                read_timeout=self.op_timeout_s, write_timeout=self.op_timeout_s,
-                autocommit=True,
-            )
-        except pymysql.MySQLError as e:
-            raise DefiniteFailure("connection-refused", str(e).strip()) from None
+        conn = connect(self.host, self.port, self.user, self.database, self.op_timeout_s)
         try:
             with conn.cursor() as cur:
                 cur.execute(CREATE)  # IF NOT EXISTS: the workers' race is harmless

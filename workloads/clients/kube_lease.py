@@ -32,6 +32,10 @@ or the history would claim a longer hold than the Lease gives), `renew_deadline`
 of it, and above the library's floor of 1.2 retry periods), `retry_period` (default 1, the
 library's minimum). The library refuses a lease_duration under 2 s (no renew_deadline fits).
 The worker talks to `endpoints[worker % len(endpoints)]`.
+
+Lost-lock notices (`--client-opt notices=stop|work`, workloads/notices.py): the library says a
+holder lost the Lease with its `onstopped_leading`, at the end of its own renew loop; with notices
+on, that loop runs for each grant and renew waits for it (workloads/clients/kube_keeper.py).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import datetime
 import logging
 import math
 import os
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,7 +52,9 @@ from typing import Any
 
 from fencecheck.workloads import options as opts
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
+from fencecheck.workloads.clients.kube_keeper import Keeper, KeeperApi
 from fencecheck.workloads.clients.polling import poll
+from fencecheck.workloads.notices import Sink
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +115,13 @@ class _LeaseApi:
 
 @dataclass(frozen=True, slots=True)
 class _Term:
-    """A grant's handle: the candidate that won (its election state and identity)."""
+    """A grant's handle: the candidate that won (its election state and identity), and with
+    notices on, the library's own renew loop kept for it (workloads/clients/kube_keeper.py)."""
 
     election: Any
     lock: Any
     identity: str
+    keeper: Keeper | None = None
 
 
 class KubernetesPythonClient:
@@ -141,20 +150,54 @@ class KubernetesPythonClient:
         self.options = dict(options)
         self.retry_period_s = _seconds(options, "retry_period") or 1.0
         self.prefix = f"fc-{options.get('worker', 0)}-{os.getpid()}"
+        self.sink: Sink | None = None  # lost-lock notices (workloads/notices.py)
+        self.keepers: list[Keeper] = []
 
     # -- LockClient
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
+        # a grant the worker dropped (an unknown outcome retired its process) renews no more
+        for keeper in self.keepers:
+            keeper.stop(self.timeout_s)
+        self.keepers.clear()
         term = self._candidate(lock, lease_ms)
 
         def attempt() -> Any:
             return self._step(term, "acquire")
 
         written, sent = poll(lock, timeout_s, attempt, self.retry_period_s)
-        return Grant(lock, _token(written), lease_ms, term, attempt_ns=sent)
+        token = _token(written)
+        if self.sink is not None:
+            term = self._keep(term, lock, token, lease_ms, self.sink)
+        return Grant(lock, token, lease_ms, term, attempt_ns=sent)
+
+    def on_notice(self, sink: Sink) -> None:
+        self.sink = sink
+
+    def _keep(self, term: _Term, lock: str, token: int, lease_ms: int, sink: Sink) -> _Term:
+        """The grant's term with the library's renew loop running for it (kube_keeper.py)."""
+        from kubernetes.leaderelection import leaderelection
+        from kubernetes.leaderelection.resourcelock import leaselock
+
+        lib: Any = (leaderelection.LeaderElection, leaselock.LeaseLock)  # the library is untyped
+        api = KeeperApi(_LeaseApi(self.api._api, self.timeout_s))
+        lease_lock = lib[1](lock, self.namespace, term.identity)
+        lease_lock.api_instance = api
+        election = lib[0](_config(lease_lock, self.options, lease_ms))
+        keeper = Keeper(election, api, lambda: sink(lock, token, "onstopped_leading"))
+        self.keepers.append(keeper)
+        return _Term(term.election, term.lock, term.identity, keeper)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         term: _Term = grant.handle
+        if term.keeper is not None:  # the library renews: wait for its next renewal
+            since = time.monotonic_ns()
+            got = term.keeper.renewed_since(since, term.keeper.patience_s(self.timeout_s))
+            if got == "unknown":
+                raise Indeterminate("timeout", f"{grant.lock}: no renewal by the library's loop")
+            if got == "stopped":
+                raise DefiniteFailure("not-leader", f"{grant.lock}: the library stopped leading")
+            return Grant(grant.lock, grant.token, lease_ms, term)
         if self._step(term, "renew") is None:
             raise DefiniteFailure("not-leader", f"{grant.lock}: the Lease has another holder")
         return Grant(grant.lock, grant.token, lease_ms, term)
@@ -164,6 +207,8 @@ class KubernetesPythonClient:
 
         record: Any = LeaderElectionRecord  # the library is untyped
         term: _Term = grant.handle
+        if term.keeper is not None:
+            term.keeper.stop(self.timeout_s)
         self.api.reset()
         found, _ = self._call(lambda: term.lock.get(grant.lock, self.namespace), "release")
         if not found or self.api.holder != term.identity:
@@ -175,6 +220,8 @@ class KubernetesPythonClient:
             raise DefiniteFailure("conflict", f"{grant.lock}: the Lease changed under us")
 
     def close(self) -> None:
+        for keeper in self.keepers:
+            keeper.stop(self.timeout_s)
         self.api._api.api_client.close()
 
     # -- the library's step, classified

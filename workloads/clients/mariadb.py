@@ -108,6 +108,19 @@ def endpoint(options: Mapping[str, Any]) -> tuple[str, int]:
     return (host, int(port)) if host else (str(eps[0]), 3306)
 
 
+def connect(host: str, port: int, user: str, database: str, op_timeout_s: float) -> Any:
+    """An autocommit pymysql session whose every wait is bounded by op_timeout_s (the MariaDB
+    and Galera clients'); a failed connect is definite: nothing was sent."""
+    try:
+        return pymysql.connect(
+            host=host, port=port, user=user, database=database,
+            connect_timeout=max(1, math.ceil(op_timeout_s)),
+            read_timeout=op_timeout_s, write_timeout=op_timeout_s, autocommit=True,
+        )
+    except pymysql.MySQLError as e:
+        raise DefiniteFailure("connection-refused", str(e).strip()) from None
+
+
 class MariadbGetLockClient:
     """A `GET_LOCK` named lock on one MariaDB server. See the module docstring."""
 
@@ -129,15 +142,7 @@ class MariadbGetLockClient:
     # -- the session
 
     def _open(self) -> Any:
-        try:
-            return pymysql.connect(
-                host=self.host, port=self.port, user=self.user, database=self.database,
-                connect_timeout=max(1, math.ceil(self.op_timeout_s)),
-                read_timeout=self.op_timeout_s, write_timeout=self.op_timeout_s,
-                autocommit=True,
-            )
-        except pymysql.MySQLError as e:
-            raise DefiniteFailure("connection-refused", str(e).strip()) from None
+        return connect(self.host, self.port, self.user, self.database, self.op_timeout_s)
 
     def _connect(self, lease_ms: int) -> Any:
         """A fresh session whose keepalive is set for lease_ms. Nothing here touches a lock, so

@@ -8,6 +8,10 @@ schema, no reply within the op's deadline, or the program's exit is an uncertain
 is recorded `info`, the program is killed and a fresh one is started for the next op. The
 program's stderr is the worker's stderr, so it lands in the run's `nodes/<client>/worker.log`.
 
+A program may also write, at any time, a lost-lock notice line (`{"op": "notice", "lock",
+"token", "reason"}`: its library told it the lock is lost or in doubt); a reader thread takes
+each as it comes and gives it to the worker (workloads/notices.py), which records it then.
+
 The program is the worker's child: the pause nemesis freezes the worker's whole process tree
 (a paused worker's client must not keep renewing a lease), and PR_SET_PDEATHSIG kills the program
 when the worker dies, so a SIGKILLed worker leaves nothing behind.
@@ -24,11 +28,14 @@ import selectors
 import shlex
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
+from fencecheck.workloads.notices import Sink
 from fencecheck.workloads.options import endpoints, op_timeout_s
 
 log = logging.getLogger(__name__)
@@ -68,9 +75,14 @@ def client_env(options: Mapping[str, Any]) -> dict[str, str]:
 
 
 class _Program:
-    """One running instance of the client program, and the line reader on its stdout."""
+    """One running instance of the client program, and the reader of its stdout: a thread that
+    reads whatever the program writes as it comes (so a notice is stamped when it arrives, even
+    while no request is in flight) and queues the replies. Every read of the pipe is made under
+    one lock, by the thread or by a caller waiting for a reply (its last look at its deadline),
+    so a reply already in the pipe is never missed."""
 
-    def __init__(self, argv: list[str], env: Mapping[str, str], cwd: str | None) -> None:
+    def __init__(self, argv: list[str], env: Mapping[str, str], cwd: str | None,
+                 on_notice: Callable[[dict[str, Any]], None] | None = None) -> None:
         log.info("starting client program %s", argv)
         try:
             self.proc = subprocess.Popen(
@@ -88,41 +100,81 @@ class _Program:
         self.stdin = self.proc.stdin
         self.stdout = self.proc.stdout
         os.set_blocking(self.stdout.fileno(), False)
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(self.stdout, selectors.EVENT_READ)
         self.buffer = b""
         self.fresh = True
+        self.on_notice = on_notice
+        self.replies: deque[bytes] = deque()
+        self.eof = self.closing = False
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read_on, name="stdio-reader", daemon=True)
+        self.reader.start()
 
     def send(self, message: Mapping[str, Any]) -> None:
         self.stdin.write(json.dumps(message).encode() + b"\n")
         self.stdin.flush()
 
+    def _pump(self) -> None:
+        """Read what the pipe holds now, with `cond` held: replies queued, notices told."""
+        while not self.eof:
+            try:
+                chunk = os.read(self.stdout.fileno(), 65536)
+            except BlockingIOError:
+                break
+            except (OSError, ValueError):  # closed under us: the program is being killed
+                chunk = b""
+            if not chunk:
+                self.eof = True
+                break
+            self.buffer += chunk
+        while b"\n" in self.buffer:
+            line, _, self.buffer = self.buffer.partition(b"\n")
+            notice = _notice(line) if b'"notice"' in line else None
+            if notice is None:
+                self.replies.append(line)
+            elif self.on_notice is not None:
+                self.on_notice(notice)
+        self.cond.notify_all()
+
+    def _read_on(self) -> None:
+        selector = selectors.DefaultSelector()
+        try:
+            selector.register(self.stdout, selectors.EVENT_READ)
+            while not self.eof and not self.closing:
+                if selector.select(0.5):
+                    with self.cond:
+                        self._pump()
+        except (OSError, ValueError):  # the pipe was closed: the program is gone
+            pass
+        finally:
+            selector.close()
+
     def read_line(self, deadline: float) -> bytes | None:
-        """The next line, or None at the deadline. Raises EOFError when the program closed
+        """The next reply line, or None at the deadline. Raises EOFError when the program closed
         its stdout (it exited)."""
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            # One last look at the deadline: a worker resumed from a pause finds the reply
-            # already waiting, though its own clock says the time is up.
-            if not self.selector.select(max(left, 0.0)):
+        with self.cond:
+            while True:
+                # A look of our own each time, the last one at the deadline: a worker resumed
+                # from a pause finds the reply already waiting, though its clock says time is up.
+                self._pump()
+                if self.replies:
+                    return self.replies.popleft()
+                if self.eof:
+                    raise EOFError
+                left = deadline - time.monotonic()
                 if left <= 0:
                     return None
-                continue
-            chunk = os.read(self.stdout.fileno(), 65536)
-            if not chunk:
-                raise EOFError
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
+                self.cond.wait(left)
 
     def kill(self) -> None:
+        self.closing = True
         with contextlib.suppress(OSError):
             self.stdin.close()
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
         self.proc.wait()
-        self.selector.close()
-        self.stdout.close()
+        self.reader.join(timeout=2.0)
+        with self.cond:
+            self.stdout.close()
 
     def close(self, grace_s: float) -> None:
         """Ask it to stop (a `close` request, then EOF on stdin); kill it if it lingers."""
@@ -134,6 +186,22 @@ class _Program:
         except subprocess.TimeoutExpired:
             log.info("client program %d did not exit: killed", self.proc.pid)
         self.kill()
+
+
+def _notice(line: bytes) -> dict[str, Any] | None:
+    """A notice line of the protocol (`{"op": "notice", "lock", "token", "reason"}`), or None
+    for anything else (a reply, or garbage: the reply's parser names it)."""
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(msg, dict) or msg.get("op") != "notice":
+        return None
+    token = msg.get("token")
+    if (not isinstance(msg.get("lock"), str) or not isinstance(msg.get("reason", ""), str)
+            or (token is not None and (type(token) is not int))):
+        return None  # not a notice of the schema: a protocol error, as any other line
+    return msg
 
 
 def parse_reply(line: bytes, request_id: int) -> dict[str, Any]:
@@ -183,15 +251,27 @@ class StdioClient:
         self.grace_s = float(options.get("grace_s", DEFAULT_GRACE_S))
         self.next_id = 1
         self.restarts = 0
+        self.sink: Sink | None = None
         # Started now, so the first program's start-up happens before the first op.
-        self.program: _Program | None = _Program(self.argv, self.env, self.cwd)
+        self.program: _Program | None = self._start()
+
+    def _start(self) -> _Program:
+        return _Program(self.argv, self.env, self.cwd, self._notice)
+
+    def on_notice(self, sink: Sink) -> None:
+        self.sink = sink
+
+    def _notice(self, msg: dict[str, Any]) -> None:
+        log.info("client program: notice %s", msg)
+        if self.sink is not None:
+            self.sink(msg["lock"], msg.get("token"), str(msg.get("reason", "")))
 
     def _call(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Send one request, wait for its reply. `fail` raises DefiniteFailure; `info`, garbage,
         a timeout or an exit raise Indeterminate (and the program is replaced)."""
         if self.program is None:
             self.restarts += 1
-            self.program = _Program(self.argv, self.env, self.cwd)
+            self.program = self._start()
         program = self.program
         request_id = self.next_id
         self.next_id += 1

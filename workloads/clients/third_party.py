@@ -1,6 +1,6 @@
 """The shipped third-party lock libraries: `ShippedClient`, a `StdioClient` running the built
 program its descriptor declares (descriptors/, `ClientDescriptor.program`; built by
-scripts/build-clients.sh through workloads/clients/build.py). `check_ready` refuses a client
+`fencecheck build` through workloads/clients/build.py). `check_ready` refuses a client
 that cannot start, before a run creates anything. The programs:
 
 - `node-redlock` (npm redlock + ioredis), `curator` (Apache Curator's InterProcessMutex; token =
@@ -19,6 +19,9 @@ that cannot start, before a run creates anything. The programs:
 - `shedlock-jdbc`: ShedLock's JDBC provider (JdbcTemplateLockProvider) on the PostgreSQL server of
   `postgres-advisory`, for the `cron` workload, as `shedlock`; the program creates the provider's
   table; `--client-opt use_db_time=true` takes the time from PostgreSQL (usingDbTime()).
+- `hazelcast-java`: Hazelcast's Java client (5.4.0), the CP Subsystem's `FencedLock` (or the same
+  API in unsafe mode) on the `hazelcast` backends; token = the fence; renew = a re-entry and an
+  unlock (both refresh the CP session).
 - `client-go`: Kubernetes' client-go leader election (tools/leaderelection, a LeaseLock) on the
   `kubernetes` backend; token = the Lease's resourceVersion of the write that won; renewal by
   the elector itself (a renew answers once it has renewed), release by ReleaseOnCancel.
@@ -60,4 +63,6 @@ def check_ready(client: str, options: Mapping[str, Any]) -> None:
     else:
         return
     if shutil.which(argv[0]) is None:
-        raise WorkloadError(f"client command {argv[0]!r} not found (on PATH or as a path)")
+        why = (f"; client {client} runs with it (`fencecheck doctor` names its package)"
+               if client in BUILDS else "")
+        raise WorkloadError(f"client command {argv[0]!r} not found (on PATH or as a path){why}")

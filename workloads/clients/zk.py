@@ -19,6 +19,11 @@ surely not extended); a timeout is Indeterminate.
 release: delete our lock node (what the recipe's release does, minus swallowing "no node", which
 here is the answer: the lock was no longer ours, DefiniteFailure("lock-lost")).
 
+Notices (workloads/notices.py): kazoo tells its listeners when the session's connection is
+SUSPENDED (the lock is in doubt: the session may expire while no server hears from it) and LOST
+(the session expired: the lock node is gone); each is a notice about every grant held, with
+kazoo's state as the reason.
+
 No hidden retries. kazoo's retry counts are odd: `max_tries=1` means one attempt (0 would be
 unlimited). `command_retry` and the recipe's internal retry get one attempt; `connection_retry`
 keeps reconnecting *the session's transport* to another server, which re-sends nothing (a
@@ -48,6 +53,7 @@ from kazoo.recipe.lock import Lock
 from kazoo.retry import KazooRetry
 
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
+from fencecheck.workloads.notices import Sink
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +96,17 @@ class ZkClient:
         self.zk: KazooClient | None = None
         self.session_ms: int | None = None
         self.ensured: set[str] = set()
+        self.held: dict[str, int] = {}  # lock -> token of its grant, for the notices
+        self.sink: Sink | None = None
+
+    def on_notice(self, sink: Sink) -> None:
+        self.sink = sink
+
+    def _state(self, state: str) -> None:
+        """kazoo's session listener (on its own thread: must not block)."""
+        if state in (KazooState.SUSPENDED, KazooState.LOST) and self.sink is not None:
+            for lock, token in list(self.held.items()):
+                self.sink(lock, token, str(state))
 
     # -- session
 
@@ -105,6 +122,7 @@ class ZkClient:
                 connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=1.5, max_delay=1.0),
                 command_retry=KazooRetry(max_tries=1),
             )
+            zk.add_listener(self._state)
             try:
                 zk.start(timeout=self.op_timeout_s)
             except KazooTimeoutError as e:
@@ -125,6 +143,7 @@ class ZkClient:
             time.sleep(0.02)
 
     def _stop(self) -> None:
+        self.held.clear()  # kazoo says LOST when it is stopped: news of our own doing
         if self.zk is not None:
             try:
                 self.zk.stop()
@@ -179,6 +198,7 @@ class ZkClient:
             raise Indeterminate("token-unknown", f"{granted}, then exists failed: {e!r}") from None
         if stat is None:
             raise Indeterminate("lock-lost", f"{granted}, but the node was gone before its token")
+        self.held[lock] = int(stat.czxid)
         return Grant(lock, int(stat.czxid), lease_ms, ZkHandle(recipe, node, zk.client_id[0]))
 
     def _timed_out(
@@ -217,6 +237,7 @@ class ZkClient:
 
     def release(self, grant: Grant) -> None:
         handle = zk_handle(grant)
+        self.held.pop(grant.lock, None)
         self._wait_connected()
         if self.zk is None:
             raise DefiniteFailure("not-connected", "no session")

@@ -12,11 +12,13 @@ beside its main thread, so after a GC pause the pending write goes out before an
 lease is gone; renewing first would hide exactly the stale write a pause causes. The worker is
 deliberately not "smart": a lease that surely ran out by its own clock does not stop it. It does
 listen to the services: a refused renew, read or write ends the section (then it releases, which
-the owner check makes harmless). After an `info` the process id is retired (a new one follows,
-DESIGN.md) and the grant is dropped unreleased: the new process id never held it.
+the owner check makes harmless), as does a lost-lock notice with `notices=stop`. After an `info`
+the process id is retired (a new one follows, DESIGN.md) and the grant is dropped unreleased.
 
-Other workloads subclass `Worker` and are chosen by `WorkerConfig.workload` (`WORKLOADS`): the
+Other workloads subclass `Worker` and are chosen by `WorkerConfig.workload`, by their descriptor
+(descriptors/workloads.py, or a plugin's in the entry-point group `fencecheck.workloads`): the
 `leader` loop (workloads/clients/leader.py) and the `cron` job runner (workloads/loops/cron.py).
+A workload's own options (`--workload-opt`) are in `WorkerConfig.options`.
 """
 
 from __future__ import annotations
@@ -45,19 +47,14 @@ from fencecheck.workloads.base import (
     WorkloadError,
 )
 from fencecheck.workloads.eventlog import EventLog
-from fencecheck.workloads.registry import hosted, load_class, make_client, make_resource
+from fencecheck.workloads.notices import NoticeBoard
+from fencecheck.workloads.registry import hosted, make_client, make_resource, workload_class
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Status = Literal["ok", "fail", "info"]
 
-# workload -> "module:Class" of its Worker subclass (imported on use: they import this module).
-WORKLOADS: dict[str, str] = {
-    "lock": "fencecheck.workloads.loops.worker:Worker",
-    "leader": "fencecheck.workloads.clients.leader:LeaderWorker",
-    "cron": "fencecheck.workloads.loops.cron:CronWorker",
-}
 
 # Sleeps are cut into slices so a SIGTERM during think/idle time is noticed promptly.
 _SLICE_S = 0.01
@@ -89,6 +86,7 @@ class WorkerConfig:
     # lock, leader (workloads/clients/leader.py) or cron (workloads/loops/cron.py)
     workload: str = "lock"
     idempotent: bool = False  # cron: the resource applies each job's effect at most once
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)  # the workload's own
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -97,7 +95,8 @@ class WorkerConfig:
     def from_json(cls, data: Mapping[str, Any]) -> WorkerConfig:
         fields = dataclasses.fields(cls)
         names = [f.name for f in fields]
-        optional = {f.name for f in fields if f.default is not dataclasses.MISSING}
+        optional = {f.name for f in fields if f.default is not dataclasses.MISSING
+                    or f.default_factory is not dataclasses.MISSING}
         missing = [n for n in names if n not in data and n not in optional]
         unknown = sorted(set(data) - set(names))
         if missing or unknown:
@@ -113,8 +112,9 @@ class WorkerConfig:
             raise WorkloadError("locks must be a non-empty list of names")
         if self.lease_ms <= 0 or self.op_timeout_s <= 0 or self.writes_per_section < 0:
             raise WorkloadError("lease_ms and op_timeout_s must be > 0, writes_per_section >= 0")
-        if self.workload not in WORKLOADS:
-            raise WorkloadError(f"workload {self.workload!r} not one of {', '.join(WORKLOADS)}")
+        if not self.workload or not isinstance(self.options, dict):
+            raise WorkloadError("workload must be named, options must be an object")
+        workload_class(self.workload)  # a workload no descriptor declares: WorkloadError
 
     @classmethod
     def load(cls, path: str | Path) -> WorkerConfig:
@@ -158,6 +158,7 @@ class Worker:
         self._lease_from = 0  # invoke time of the last successful acquire/renew
         self._careless: frozenset[str] = (client.careless if isinstance(client, Careless)
                                           else frozenset())
+        self.notices = NoticeBoard.listen(self)  # the lock library's lost-lock notices
 
     @property
     def process(self) -> int:
@@ -173,7 +174,9 @@ class Worker:
     ) -> Outcome[T]:
         """One operation: invoke, call, completion. Never raises for a backend's sake."""
         process = self.process
-        t = self.events.write(process, "invoke", f, value)
+        t = self.notices.invoke(f, value, lambda: self.events.write(process, "invoke", f, value))
+        if t is None:  # a read or write of a grant told it is lost: none (workloads/notices.py)
+            return Outcome("fail", None, self.events.now())
         try:
             result = call()
             # inside the try: a plugin's malformed result is recorded, not a crash
@@ -226,6 +229,7 @@ class Worker:
         if out.status != "ok":
             return None
         self._lease_from = out.invoke_time
+        self.notices.granted(out.result)
         return out.result
 
     def _granted(self, lock: str, g: Grant) -> dict[str, Any]:
@@ -325,12 +329,9 @@ class Worker:
 
     def _final_read(self, key: str) -> None:
         res = self.resource
-        self._op(
-            "read",
-            {"key": key, "token": None, "lock": None},
-            lambda: res.read(key, None, ""),
-            lambda v: {"key": key, "token": None, "lock": None, "value": v},
-        )
+        self._op("read", {"key": key, "token": None, "lock": None},
+                 lambda: res.read(key, None, ""),
+                 lambda v: {"key": key, "token": None, "lock": None, "value": v})
 
 
 class _StopFlag:
@@ -348,6 +349,8 @@ class _StopFlag:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if __name__ == "__main__":  # run with -m: be the module the workloads' classes import
+        sys.modules.setdefault("fencecheck.workloads.loops.worker", sys.modules[__name__])
     parser = argparse.ArgumentParser(prog="python -m fencecheck.workloads.loops.worker",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -363,14 +366,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = WorkerConfig.load(args.config)
         options = {"op_timeout_s": config.op_timeout_s}
-        res_options = {**options, **config.resource_options}
-        resource = make_resource(config.resource, res_options)
+        resource = make_resource(config.resource, {**options, **config.resource_options})
         client = None if args.final_read else make_client(
             config.client, {**options, **config.client_options})
-        resource = hosted(client, config.resource, res_options, resource)
-        # Run as __main__, this module's own Worker, not a second import of workloads.worker.
-        worker_class = (Worker if config.workload == "lock"
-                        else load_class(WORKLOADS[config.workload]))
+        resource = hosted(client, config.resource, {**options, **config.resource_options}, resource)
+        worker_class = workload_class(config.workload)
     except WorkloadError as e:
         log.error("%s", e)
         return 3

@@ -23,8 +23,13 @@ from fencecheck.clusters.faults.delay import (
     path_targets,
 )
 from fencecheck.descriptors.base import FaultDescriptor
-from fencecheck.nemesis.faults.base import FaultContext, FaultOptions, ScheduleView
-from fencecheck.run.config import ConfigError
+from fencecheck.nemesis.faults.base import (
+    FaultContext,
+    FaultOptions,
+    HoldSettings,
+    ScheduleView,
+)
+from fencecheck.run.errors import ConfigError
 
 RUNTIMES = frozenset({"netns", "docker"})  # the proxies run beside the workers, on this host
 
@@ -33,6 +38,7 @@ DESCRIPTOR = FaultDescriptor(
     factory="fencecheck.nemesis.faults.delay:DelayFault",
     summary="hold the holder's traffic to the resource past its lease, then deliver it",
     runtimes=RUNTIMES,
+    options="fencecheck.nemesis.faults.base:HoldSettings",
 )
 
 
@@ -42,6 +48,8 @@ class DelayFault:
 
     def __init__(self, opts: FaultOptions) -> None:
         self.opts = opts
+        self.settings = (opts.settings if isinstance(opts.settings, HoldSettings) else
+                         HoldSettings(hold_s=opts.pause_duration_s))
         self.nemesis: DelayNemesis | None = None
 
     def route(self, cluster: Cluster, stack: ExitStack, ledger: Any,
@@ -68,7 +76,7 @@ class DelayFault:
             raise ClusterError(f"{self.name}: no proxies (route runs before the workers start)")
 
     def hold_range_s(self) -> tuple[float, float]:
-        return self.opts.pause_duration_s  # like a pause: longer than the lease
+        return self.settings.hold_range_s(self.opts.lease_ms)  # longer than the lease
 
     def targets(self, rng: random.Random, view: ScheduleView) -> Any:
         holder = view.fresh_holder or next(iter(view.holding), None)

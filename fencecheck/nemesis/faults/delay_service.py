@@ -12,6 +12,7 @@ DESCRIPTOR = FaultDescriptor(
     factory="fencecheck.nemesis.faults.delay_service:DelayServiceFault",
     summary="hold the holder's traffic to the lock service past its lease, then deliver it",
     runtimes=RUNTIMES,
+    options="fencecheck.nemesis.faults.base:HoldSettings",
 )
 
 

@@ -9,7 +9,6 @@ controller's host, where netns nodes run."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import Any
@@ -17,8 +16,8 @@ from typing import Any
 from fencecheck.clusters.base import ClusterError, DataDirs, Killable, LockService
 from fencecheck.clusters.faults.unsynced import LoseUnsyncedNemesis, UnsyncedMounts
 from fencecheck.descriptors.base import KILL, UNSYNCED, FaultDescriptor, Need
-from fencecheck.nemesis.faults.base import FaultContext, FaultOptions, ScheduleView
-from fencecheck.nemesis.faults.nemesis_fault import NemesisFault
+from fencecheck.nemesis.faults.base import FaultContext, FaultOptions
+from fencecheck.nemesis.faults.kill import KillFault
 
 DESCRIPTOR = FaultDescriptor(
     name="lose-unsynced",
@@ -27,11 +26,17 @@ DESCRIPTOR = FaultDescriptor(
     requires=frozenset({UNSYNCED, KILL}),
     runtimes=frozenset({"netns"}),
     # /dev/fuse comes with the kernel, not a package: the file system says so if it is missing
-    needs=(Need("FUSE (lose-unsynced file system)", binary="fusermount3", package="fuse3"),),
+    needs=(Need("FUSE (lose-unsynced file system)", binary="fusermount3", package="fuse3"),
+           # the file system's process imports it (not the controller): checked before a run
+           Need("pyfuse3 (lose-unsynced file system)", dist="pyfuse3")),
 )
 
 
-class LoseUnsyncedFault(NemesisFault):
+class LoseUnsyncedFault(KillFault):
+    """The kill fault's timing and targets (back inside the lease: a server that forgot a grant
+    serves again while that grant is still surely held, so granting it anew is a double grant;
+    one node or the majority Redlock's quorum needs to forget it), on the file system."""
+
     name = "lose-unsynced"
 
     def __init__(self, opts: FaultOptions) -> None:
@@ -59,14 +64,3 @@ class LoseUnsyncedFault(NemesisFault):
         nemesis.checkpoint(list(ctx.servers))  # the servers are up: their startup is durable
         self.nemesis = nemesis
 
-    def hold_range_s(self) -> tuple[float, float]:
-        # Back inside the lease, as the kill fault: a server that forgot a grant serves again
-        # while that grant is still surely held, so granting it anew is a double grant.
-        lease_s = self.opts.lease_ms / 1000
-        return min(0.2, lease_s / 4), max(0.3, lease_s / 2)
-
-    def targets(self, rng: random.Random, view: ScheduleView) -> Any:
-        servers = list(view.servers)
-        # One node, or a majority (what it takes for Redlock's quorum to forget a grant).
-        count = 1 if len(servers) < 3 or rng.random() < 0.5 else len(servers) // 2 + 1
-        return {"nodes": sorted(rng.sample(servers, count))}

@@ -5,21 +5,38 @@ ends once its successor has written (fencecheck/nemesis/successor.py)."""
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from fencecheck.clusters.base import Pausable
 from fencecheck.clusters.faults.nemesis import PauseNemesis, PauseTarget, process_target
 from fencecheck.descriptors.base import FaultDescriptor
-from fencecheck.nemesis.faults.base import FaultContext, FaultOptions, ScheduleView
+from fencecheck.nemesis.faults.base import (
+    FaultContext,
+    FaultOptions,
+    HoldSettings,
+    ScheduleView,
+)
 from fencecheck.nemesis.faults.nemesis_fault import NemesisFault
 
 DESCRIPTOR = FaultDescriptor(
     name="pause",
     factory="fencecheck.nemesis.faults.pause:PauseFault",
-    summary="SIGSTOP/SIGCONT of the lock holder (or --pause-target random|server)",
+    summary="SIGSTOP/SIGCONT of the lock holder (or --fault-opt pause.target=random|server)",
     # a paused holder resumed inside its successor's critical section: as soon as it has one
     ends_on_successor=True,
+    options="fencecheck.nemesis.faults.pause:PauseSettings",
 )
+
+
+class PauseSettings(HoldSettings):
+    """The pause fault can aim at a server too (a wider `target` than other faults')."""
+
+    target: Literal["holder", "random", "server"] = Field(  # type: ignore[assignment]
+        default="holder",
+        description="holder: the worker of a fresh grant, right after it; random: a worker at "
+        "random times; server: a server at random times")
 
 
 class PauseFault(NemesisFault):
@@ -27,6 +44,9 @@ class PauseFault(NemesisFault):
 
     def __init__(self, opts: FaultOptions) -> None:
         self.opts = opts
+        self.settings = (opts.settings if isinstance(opts.settings, PauseSettings) else
+                         PauseSettings.model_validate({"target": opts.pause_target,
+                                                       "hold_s": opts.pause_duration_s}))
 
     def bind(self, ctx: FaultContext) -> None:
         targets: dict[str, PauseTarget] = {
@@ -38,7 +58,7 @@ class PauseFault(NemesisFault):
         self.nemesis = PauseNemesis(targets)
 
     def hold_range_s(self) -> tuple[float, float]:
-        return self.opts.pause_duration_s
+        return self.settings.hold_range_s(self.opts.lease_ms)
 
     def targets(self, rng: random.Random, view: ScheduleView) -> Any:
         if view.waited:
@@ -47,7 +67,7 @@ class PauseFault(NemesisFault):
                 current = list(view.holding)
                 holder = rng.choice(current) if current else rng.choice(list(view.workers))
             return {"targets": [holder]}
-        if self.opts.pause_target == "server":
+        if self.settings.target == "server":
             return {"targets": [rng.choice(list(view.servers))]}
         return {"targets": [rng.choice(list(view.workers))]}
 

@@ -1,1 +1,2 @@
-"""A plugin package as a third party would write one: a Redis lock client and a fault."""
+"""A plugin package as a third party would write one: a backend (service, descriptor), a Redis
+lock client, a fault and a check, each with its options model where it has options."""

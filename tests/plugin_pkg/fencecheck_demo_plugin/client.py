@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import redis
+from pydantic import BaseModel, ConfigDict, Field
 
 from fencecheck.descriptors.base import ClientDescriptor
 from fencecheck.descriptors.catalog import ClientPlugin
@@ -18,10 +19,19 @@ RENEW = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
          "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0")
 
 
+class DemoClientOptions(BaseModel):
+    """What `--client-opt` may set for the demo client (a client's options model)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key_prefix: str = Field(default="demo:", description="the lock keys' prefix")
+
+
 class DemoSetnxClient:
     name = "demo-setnx"
 
     def __init__(self, options: Mapping[str, Any]) -> None:
+        self.prefix = str(options.get("key_prefix", "demo:"))
         host, _, port = str(options["endpoints"][0]).rpartition(":")
         timeout = float(options.get("op_timeout_s", 1.0))
         self.r = redis.Redis(host=host, port=int(port), socket_timeout=timeout,
@@ -36,20 +46,21 @@ class DemoSetnxClient:
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         owner = secrets.token_hex(8)
         deadline = time.monotonic() + timeout_s
-        while not self._call(lambda: self.r.set(f"demo:{lock}", owner, nx=True, px=lease_ms)):
+        key = f"{self.prefix}{lock}"
+        while not self._call(lambda: self.r.set(key, owner, nx=True, px=lease_ms)):
             if time.monotonic() >= deadline:
                 raise DefiniteFailure("timeout", lock)
             time.sleep(0.005)
         return Grant(lock=lock, token=None, lease_ms=lease_ms, handle=owner)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
-        if not self._call(lambda: self.r.eval(RENEW, 1, f"demo:{grant.lock}", grant.handle,
+        if not self._call(lambda: self.r.eval(RENEW, 1, f"{self.prefix}{grant.lock}", grant.handle,
                                               lease_ms)):
             raise DefiniteFailure("lost", grant.lock)
         return grant
 
     def release(self, grant: Grant) -> None:
-        self._call(lambda: self.r.eval(RELEASE, 1, f"demo:{grant.lock}", grant.handle))
+        self._call(lambda: self.r.eval(RELEASE, 1, f"{self.prefix}{grant.lock}", grant.handle))
 
     def close(self) -> None:
         self.r.close()

@@ -8,8 +8,10 @@ import random
 import signal
 from typing import Any
 
+from pydantic import Field
+
 from fencecheck.descriptors.base import FaultDescriptor
-from fencecheck.nemesis.faults.base import FaultContext, FaultOptions, ScheduleView
+from fencecheck.nemesis.faults.base import FaultContext, FaultOptions, FaultSettings, ScheduleView
 
 DESCRIPTOR = FaultDescriptor(
     name="freeze-all",
@@ -17,13 +19,22 @@ DESCRIPTOR = FaultDescriptor(
     summary="SIGSTOP every worker, SIGCONT on stop",
     runtimes=frozenset({"netns"}),
     waits_for_grant=False,
+    options="fencecheck_demo_plugin.fault:FreezeSettings",
 )
+
+
+class FreezeSettings(FaultSettings):
+    """`--fault-opt freeze-all.hold_s=LOW,HIGH` (a fault's options model)."""
+
+    hold_s: tuple[float, float] = Field(default=(0.5, 1.0), description="seconds a freeze holds")
 
 
 class FreezeAll:
     name = "freeze-all"
 
     def __init__(self, opts: FaultOptions) -> None:
+        self.settings = opts.settings if isinstance(opts.settings, FreezeSettings) else \
+            FreezeSettings()
         self.pids: dict[str, int] = {}
         self.frozen: list[str] = []
 
@@ -31,7 +42,7 @@ class FreezeAll:
         self.pids = dict(ctx.workers)
 
     def hold_range_s(self) -> tuple[float, float]:
-        return (0.5, 1.0)
+        return self.settings.hold_s
 
     def targets(self, rng: random.Random, view: ScheduleView) -> Any:
         return {"targets": sorted(view.workers)}

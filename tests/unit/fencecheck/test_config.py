@@ -14,9 +14,9 @@ from tests.conftest import run_fencecheck
     ("args", "field"),
     [
         (["--backend", "mongodb"], "backend"),
-        (["--time-limit", "0"], "time_limit_s"),
-        (["--lease-ms", "0"], "lease_ms"),
-        (["--concurrency", "0"], "concurrency"),
+        (["--time-limit", "0"], "--time-limit"),  # the option as typed, not time_limit_s
+        (["--lease-ms", "0"], "--lease-ms"),
+        (["--concurrency", "0"], "--concurrency"),
         (["--nemesis", "pause,meteor"], "nemesis"),
         (["--fencing", "maybe"], "fencing"),
         (["--backend", "redis", "--client", "zookeeper"], "client"),

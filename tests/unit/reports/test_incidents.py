@@ -125,3 +125,30 @@ def test_an_incident_with_little_known_still_draws(tmp_path: Path) -> None:
     page = write_report(run).read_text()
     body = page.split('id="incident-1"', 1)[1].split("</article>", 1)[0]
     assert "<svg" in body and "partition (not healed)" in body and "lock service" in body
+
+
+def test_a_lost_lock_notice_is_on_the_timeline_and_in_its_incident(tmp_path: Path) -> None:
+    from fencecheck.checker.analyze import analyze
+    from fencecheck.checker.history import load_ops
+    from fencecheck.records import results as results_record
+
+    run = copy_run("violations", tmp_path / "run")
+    notice = {"lock": "L", "token": 5, "reason": "LOST"}
+    w = {"key": "L", "value": 1, "token": 5, "lock": "L"}
+    events = [(0, 0, "invoke", "acquire", {"lock": "L", "lease_ms": 1000}),
+              (1_000_000, 0, "ok", "acquire", {"lock": "L", "lease_ms": 1000, "token": 5}),
+              (1_200_000_000, 0, "invoke", "notice", notice),
+              (1_200_000_000, 0, "ok", "notice", notice),
+              (1_300_000_000, 0, "invoke", "write", w), (1_310_000_000, 0, "ok", "write", w)]
+    (run / "history.jsonl").write_text("".join(
+        json.dumps({"index": i, "time": t, "process": p, "type": ty, "f": f, "value": v}) + "\n"
+        for i, (t, p, ty, f, v) in enumerate(events)))
+    results = analyze(load_ops(run / "history.jsonl"))
+    results_record.write(run / "results.json", results.record())
+    [incident] = results.incidents
+    assert incident["notice"]["lead_ns"] == 990_000_000 - 1_200_000_000  # a 210 ms lag
+    page = write_report(run).read_text()
+    assert "lost-lock notice" in page  # its trace on the timeline
+    body = page.split('id="incident-1"', 1)[1].split("</article>", 1)[0]
+    assert 'class="lost-notice"' in body and "LOST at 1.200 s (210 ms after" in body
+    assert "Its lock library told it at 1.2 s (LOST), 210 ms after" in body

@@ -51,8 +51,8 @@ def test_lines_count_found_seeds_and_kinds(tmp_path: Path) -> None:
 def test_render_names_every_row_and_flags_the_missed_one(tmp_path: Path) -> None:
     text = render(lines(_matrix(tmp_path)), "examples/libraries.toml")
     assert "1 of 2 rows met their expectation." in text
-    assert "| postgres-advisory | partition | no | must-find | 1/2 | lost-update | 4.0 s |" \
-        " **MISSED** |" in text
+    assert "| postgres-advisory | partition | no | must-find | 1/2 | lost-update | 4.0 s | none " \
+        "| **MISSED** |" in text
     assert text.count("\n| ") == 3  # the header and two rows
 
 
@@ -93,7 +93,7 @@ def test_a_row_run_again_later_replaces_the_earlier_run_in_its_place(
     text = capsys.readouterr().out
     assert "2 of 2 rows met their expectation." in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "pg-advisory" in line]
-    assert len(rows) == 2 and "| 1/1 | lost-update | 3.0 s | met |" in rows[0]
+    assert len(rows) == 2 and "| 1/1 | lost-update | 3.0 s | none | met |" in rows[0]
 
 
 def test_a_client_is_described_once_by_its_descriptor_with_the_version_it_ran() -> None:

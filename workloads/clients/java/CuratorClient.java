@@ -3,19 +3,25 @@
 // node: ZooKeeper gives every created node a higher zxid, so later grants have higher tokens.
 // The lock lives as long as the ZooKeeper session, whose timeout is the request's lease_ms (set
 // when the client connects, from FENCECHECK_OPTIONS' lease_ms or the first acquire).
+// Notices: Curator's connection states SUSPENDED (the connection is gone: the lock is in doubt)
+// and LOST (Curator believes the session expired: the lock node is gone) are passed on as
+// lost-lock notices about every lock held (docs/client-protocol.md), as Curator's documentation
+// tells a lock's holder to watch them.
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.zookeeper.data.Stat;
 
 public final class CuratorClient {
-    private static final Map<String, Mutex> HELD = new HashMap<>();
+    private static final Map<String, Mutex> HELD = new ConcurrentHashMap<>();
+    private static final Map<String, Long> TOKENS = new ConcurrentHashMap<>(); // for the notices
     private static CuratorFramework zk;
 
     // InterProcessMutex keeps its own lock node's path protected: expose it for the czxid.
@@ -35,6 +41,11 @@ public final class CuratorClient {
         CuratorFramework c = CuratorFrameworkFactory.builder().connectString(endpoints)
             .sessionTimeoutMs(sessionMs).connectionTimeoutMs(Math.max(opMs, 1000))
             .retryPolicy(new RetryNTimes(0, 0)).build();
+        c.getConnectionStateListenable().addListener((client, state) -> {
+            if (state == ConnectionState.SUSPENDED || state == ConnectionState.LOST) {
+                TOKENS.forEach((lock, token) -> Stdio.notice(lock, token, state.name()));
+            }
+        });
         c.start();
         return c;
     }
@@ -54,6 +65,7 @@ public final class CuratorClient {
                 HELD.put(lock, m);
                 Stat stat = zk.checkExists().forPath(m.lockPath());
                 if (stat == null) return reply.put("status", "info").put("error", "lock node gone");
+                TOKENS.put(lock, stat.getCzxid());
                 return reply.put("status", "ok").put("token", stat.getCzxid());
             }
             case "renew": {
@@ -64,11 +76,13 @@ public final class CuratorClient {
             }
             case "release": {
                 Mutex m = HELD.remove(lock);
+                TOKENS.remove(lock);
                 if (m == null) return reply.put("status", "fail").put("error", "not-held");
                 m.release();
                 return reply.put("status", "ok");
             }
             case "close":
+                TOKENS.clear(); // closing says LOST: news of our own doing
                 if (zk != null) zk.close();
                 System.exit(0);
             default:

@@ -13,6 +13,10 @@
 // retry_period_ms; by default LeaseDuration is lease_ms rounded up to whole seconds (the Lease
 // stores whole seconds and candidates trust the stored value), and RenewDeadline and
 // RetryPeriod keep client-go's usual 15:10:2 ratio.
+//
+// Notices: the elector's OnStoppedLeading, when it fires for a term that was granted and not
+// released (its renewals failed for RenewDeadline), is sent to the worker as a lost-lock notice
+// with the term's token (docs/client-protocol.md).
 package main
 
 import (
@@ -22,6 +26,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"fencecheck/stdio"
@@ -68,6 +73,10 @@ type campaign struct {
 	mu       sync.Mutex
 	writes   []write
 	changed  chan struct{} // closed and replaced on every write
+	// the grant's token once the acquire replied ok, and whether a release cancelled it: an
+	// OnStoppedLeading of a granted, unreleased term is a lost-lock notice
+	granted   atomic.Pointer[int64]
+	releasing atomic.Bool
 }
 
 func (c *campaign) record(w write) {
@@ -218,7 +227,14 @@ func acquire(req request, t0 time.Time) reply {
 		Name:            req.Lock,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) { once.Do(func() { close(c.started) }) },
-			OnStoppedLeading: func() {},
+			// client-go calls it when Run returns: after a renewal failed for RenewDeadline
+			// (and ReleaseOnCancel's release), or after a cancel (our release, or a timed-out
+			// acquire, which never led). Only the first is news for the holder.
+			OnStoppedLeading: func() {
+				if token := c.granted.Load(); token != nil && !c.releasing.Load() {
+					stdio.Notice(req.Lock, token, "OnStoppedLeading")
+				}
+			},
 		},
 	})
 	if err != nil {
@@ -242,6 +258,7 @@ func acquire(req request, t0 time.Time) reply {
 		if w, ok := c.won(); ok {
 			held[req.Lock] = c
 			rv, at := w.rv, w.sent.Sub(t0).Nanoseconds()
+			c.granted.Store(&rv)
 			if at < 0 {
 				at = 0
 			}
@@ -307,6 +324,7 @@ func release(req request, t0 time.Time) reply {
 		return reply{Status: "fail", Error: "not-held"}
 	default:
 	}
+	c.releasing.Store(true)
 	c.cancel()
 	select {
 	case <-c.stopped:
@@ -369,6 +387,7 @@ func main() {
 	stdio.Program{Name: "client-go", Connect: connect, Acquire: acquire, Renew: renewOp,
 		Release: release, Close: func() {
 			for _, c := range held {
+				c.releasing.Store(true)
 				c.cancel()
 				<-c.stopped
 			}

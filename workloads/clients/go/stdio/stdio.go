@@ -14,8 +14,37 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 )
+
+// out is stdout, shared by the request loop's replies and the notices of any goroutine: one
+// line a write, under its lock, so that a notice never lands inside a reply.
+var (
+	outMu sync.Mutex
+	out   = json.NewEncoder(os.Stdout)
+)
+
+func write(v any) {
+	outMu.Lock()
+	defer outMu.Unlock()
+	_ = out.Encode(v)
+}
+
+// notice is a lost-lock notice line (docs/client-protocol.md, "Lost-lock notices").
+type notice struct {
+	Op     string `json:"op"`
+	Lock   string `json:"lock"`
+	Token  *int64 `json:"token"`
+	Reason string `json:"reason"`
+}
+
+// Notice tells the worker, now, that the library said the lock it holds (the grant of token,
+// nil where it has none) is lost or in doubt; reason is the library's words. Safe from any
+// goroutine, at any time, also while a request is in flight.
+func Notice(lock string, token *int64, reason string) {
+	write(notice{Op: "notice", Lock: lock, Token: token, Reason: reason})
+}
 
 // Request is one request line (the token of renew and release is not read: every shipped client
 // keeps its own grant per lock).
@@ -148,7 +177,6 @@ func (p Program) Run() {
 // Serve answers requests until stdin closes (or close).
 func (p Program) Serve() {
 	in := bufio.NewScanner(os.Stdin)
-	out := json.NewEncoder(os.Stdout)
 	for in.Scan() {
 		start := time.Now()
 		var req Request
@@ -158,9 +186,9 @@ func (p Program) Serve() {
 		r := p.handle(req, start)
 		r.ID = req.ID
 		if p.NoToken {
-			_ = out.Encode(untokened(r))
+			write(untokened(r))
 		} else {
-			_ = out.Encode(r)
+			write(r)
 		}
 	}
 }

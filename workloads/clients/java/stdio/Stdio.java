@@ -55,6 +55,32 @@ public final class Stdio {
         };
     }
 
+    /** One line on stdout, whole: the replies and the notices of any thread share it. */
+    private static synchronized void println(ObjectNode line) throws IOException {
+        System.out.println(JSON.writeValueAsString(line));
+        System.out.flush();
+    }
+
+    /**
+     * Tells the worker, now, that the library said the lock it holds (the grant of token, null
+     * where it has none) is lost or in doubt; reason is the library's words. Safe from any
+     * thread, at any time, also while a request is in flight (docs/client-protocol.md).
+     */
+    public static void notice(String lock, Long token, String reason) {
+        ObjectNode n = JSON.createObjectNode().put("op", "notice").put("lock", lock);
+        if (token == null) {
+            n.putNull("token");
+        } else {
+            n.put("token", token);
+        }
+        n.put("reason", reason);
+        try {
+            println(n);
+        } catch (IOException e) {
+            System.err.println("notice: " + e);
+        }
+    }
+
     /** Answers requests until stdin closes, then exits 0 (close is the handler's to answer). */
     public static void serve(Handler handler, OnError onError) throws IOException {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -69,8 +95,7 @@ public final class Stdio {
             }
             ObjectNode out = JSON.createObjectNode().put("id", req.path("id").asLong());
             out.setAll(r);
-            System.out.println(JSON.writeValueAsString(out));
-            System.out.flush();
+            println(out);
         }
         System.exit(0);
     }

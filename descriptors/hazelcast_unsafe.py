@@ -1,0 +1,38 @@
+"""The `hazelcast-unsafe` backend: the `hazelcast` cluster with no CP members (`cp-member-count`
+0), where the same `FencedLock` API runs in Hazelcast's "unsafe mode", on the partitioned AP
+structures and their asynchronous backups: what a deployment gets that never enabled CP. It is
+`--backend hazelcast --backend-opt cp_members=0` under a name of its own, so that the comparison,
+the nightly and the report name the mode."""
+
+from __future__ import annotations
+
+from fencecheck.descriptors.base import CLOCK, KILL, PAUSE, BackendDescriptor, scenario
+from fencecheck.descriptors.hazelcast import (
+    HAZELCAST_NEEDS,
+    HAZELCAST_PREFLIGHT,
+    HAZELCAST_VERSION,
+    hazelcast_clients,
+)
+
+BACKEND = BackendDescriptor(
+    name="hazelcast-unsafe",
+    summary="the hazelcast cluster without CP members: FencedLock in unsafe mode (AP)",
+    service="fencecheck.clusters.services.hazelcast:HazelcastUnsafeService",
+    clients=hazelcast_clients(" (unsafe mode)", (
+        scenario("partition", "must-find", suffix="-unsafe", lease_ms=2000, time_limit_s=25,
+                 fault_duration_s=[10, 12],
+                 note="a member cut off forms its own cluster after about 5 s"),)),
+    token="fence (unsafe mode)",
+    nodes=3,
+    weight=3,  # three member JVMs
+    capabilities=frozenset({PAUSE, KILL, CLOCK}),
+    service_args=frozenset({"env_for", "ledger", "lease_ms"}),
+    # netns runs the cached jar (with its CDS archive); docker nodes get a copy of the jar in
+    # the run's store (measured: a run found its violations); ssh is untried.
+    runtimes=frozenset({"netns", "docker"}),
+    needs=HAZELCAST_NEEDS,
+    version_argv=HAZELCAST_VERSION,
+    python_libs=("hazelcast-python-client",),
+    preflight=HAZELCAST_PREFLIGHT,
+    server_build="fencecheck.clusters.services.hazelcast_build",
+)

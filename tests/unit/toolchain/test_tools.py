@@ -1,0 +1,49 @@
+"""The build toolchains: what each build needs, found on PATH or where a root shell's PATH lacks
+it (the Go tarball's /usr/local/go/bin, /usr/sbin), and the Debian package of what is missing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fencecheck.toolchain import tools
+
+
+def _exe(folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("#!/bin/sh\n")
+    os.chmod(folder / name, 0o755)
+
+
+def test_a_program_outside_path_is_found_in_the_extra_places(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _exe(tmp_path / "go" / "bin", "go")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(tools, "EXTRA_PATH", (str(tmp_path / "go" / "bin"),))
+    assert tools.which("go") == str(tmp_path / "go" / "bin" / "go")
+    assert tools.missing("go") == []
+    assert [t.binary for t in tools.missing("npm")] == ["node", "npm"]
+    assert str(tmp_path / "go" / "bin") in tools.build_env()["PATH"].split(os.pathsep)
+
+
+def test_missing_tools_name_their_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(tools, "EXTRA_PATH", ())
+    monkeypatch.setattr(tools, "TOOLCHAINS", {
+        **tools.TOOLCHAINS,
+        "javac": (*tools.TOOLCHAINS["javac"][:1],
+                  tools.Tool("a jar", None, "libx-java", path=str(tmp_path / "x.jar"))),
+    })
+    assert tools.apt_packages(["javac"], only_missing=True) == ["default-jdk-headless",
+                                                                "libx-java"]
+    (tmp_path / "x.jar").write_text("")
+    assert tools.apt_packages(["javac"], only_missing=True) == ["default-jdk-headless"]
+    assert "golang-go" in tools.apt_packages()
+
+
+def test_every_build_kind_of_the_descriptors_has_a_toolchain() -> None:
+    from fencecheck.workloads.clients.build import BUILDS
+
+    assert {b.toolchain for b in BUILDS.values()} <= set(tools.TOOLCHAINS)

@@ -1,0 +1,96 @@
+"""The toolchains the builds run (Go, Maven, npm, javac against Debian's jars), where their
+programs are found, and the Debian packages that provide them.
+
+A build names its toolchain by key ("go", "maven", "npm", "javac": a client `Program`'s `build`,
+or a pinned server build's `TOOLCHAIN`); `missing(key)` is what this machine lacks of it, each
+with its package, which is what `fencecheck build` refuses with, `fencecheck doctor` reports and
+`scripts/build-clients.sh` installs (`python3 -m fencecheck.toolchain.tools missing`: the
+packages of what is missing; `apt`: of everything).
+
+Programs are looked up on PATH, then where the Go release tarball and Debian's system programs
+live (/usr/local/go/bin, /usr/sbin, /sbin): a root shell's PATH often lacks them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A program a build runs (`binary`), or a file it reads (`path`), and its Debian
+    package(s), space-separated."""
+
+    what: str
+    binary: str | None
+    package: str
+    path: str | None = None
+
+
+_JDK = Tool("JDK (javac, java)", "javac", "default-jdk-headless")
+TOOLCHAINS: dict[str, tuple[Tool, ...]] = {
+    "go": (Tool("Go", "go", "golang-go"),),
+    "maven": (Tool("Maven", "mvn", "maven"), _JDK),
+    "npm": (Tool("Node.js", "node", "nodejs"), Tool("npm", "npm", "npm")),
+    # Curator and what it runs with, from Debian: javac against their jars (no Maven)
+    "javac": (_JDK, *(Tool(f"{jar}.jar (Debian)", None, package, path=f"/usr/share/java/{jar}.jar")
+                      for jar, package in (("curator-recipes", "libcurator-recipes-java"),
+                                           ("jackson-databind", "libjackson2-databind-java"),
+                                           ("slf4j-api", "libslf4j-java"),
+                                           ("guava", "libguava-java")))),
+}
+EXTRA_PATH = ("/usr/local/go/bin", "/usr/sbin", "/sbin")
+
+
+def search_path() -> str:
+    """PATH, then the places a root shell's PATH often lacks."""
+    parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys([*parts, *EXTRA_PATH]))
+
+
+def which(binary: str) -> str | None:
+    return shutil.which(binary, path=search_path())
+
+
+def build_env() -> dict[str, str]:
+    """The environment a build step runs in: this one, with the extra places on PATH."""
+    return {**os.environ, "PATH": search_path()}
+
+
+def found(tool: Tool) -> str | None:
+    """Where `tool` is on this machine, None if it is not."""
+    if tool.binary is not None:
+        return which(tool.binary)
+    return tool.path if tool.path is not None and os.path.exists(tool.path) else None
+
+
+def missing(toolchain: str) -> list[Tool]:
+    """The tools of `toolchain` this machine lacks."""
+    return [t for t in TOOLCHAINS[toolchain] if found(t) is None]
+
+
+def apt_packages(toolchains: list[str] | None = None, *, only_missing: bool = False
+                 ) -> list[str]:
+    """The Debian packages of the named toolchains (all by default; only of the tools this
+    machine lacks with `only_missing`), each once."""
+    keys = toolchains or list(TOOLCHAINS)
+    chosen = [t for k in keys for t in TOOLCHAINS[k] if not only_missing or found(t) is None]
+    return list(dict.fromkeys(p for t in chosen for p in t.package.split()))
+
+
+def main(argv: list[str]) -> int:
+    """`apt [TOOLCHAIN ...]`: their packages; `missing`: the packages of what is missing."""
+    if not argv or argv[0] not in ("apt", "missing") or \
+            any(k not in TOOLCHAINS for k in argv[1:]) or (argv[0] == "missing" and argv[1:]):
+        print(f"usage: python3 -m fencecheck.toolchain.tools apt [{'|'.join(TOOLCHAINS)} ...]"
+              " | missing", file=sys.stderr)
+        return 3
+    print("\n".join(apt_packages(argv[1:], only_missing=argv[0] == "missing")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
