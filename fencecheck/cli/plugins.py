@@ -7,12 +7,24 @@ from __future__ import annotations
 import typer
 
 from fencecheck.checker import registry as check_registry
-from fencecheck.cli.group import console
+from fencecheck.cli.group import console, shown
 from fencecheck.descriptors import catalog
-from fencecheck.nemesis.faults.registry import faults
+from fencecheck.descriptors.extras import install_hint
 
 out = console()
 err = console(stderr=True)
+
+
+def _fault_names() -> str:
+    """The faults' names; a core install (no pydantic, whose models the faults' options are)
+    has none to run, and is told which extra brings them."""
+    try:
+        from fencecheck.nemesis.faults.registry import faults
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] == "fencecheck":
+            raise
+        return f"none on this install (they need {e.name}: {install_hint(e.name)})"
+    return ", ".join(faults())
 
 
 def plugins() -> None:
@@ -21,7 +33,7 @@ def plugins() -> None:
     try:
         backends = catalog.backends()
         resources = catalog.resources()
-        fault_table = faults()
+        fault_names = _fault_names()
         runtimes = catalog.runtimes()
         workloads = catalog.workloads()
         checks = check_registry.checks()
@@ -32,7 +44,7 @@ def plugins() -> None:
     for b in backends.values():
         out.print(f"  {b.name}: {', '.join(b.client_names)}", soft_wrap=True)
     out.print("resources: " + ", ".join(resources), soft_wrap=True)
-    out.print("faults: " + ", ".join(fault_table), soft_wrap=True)
+    out.print("faults: " + shown(fault_names), soft_wrap=True)
     out.print("runtimes: " + ", ".join(runtimes), soft_wrap=True)
     out.print("workloads: " + ", ".join(workloads), soft_wrap=True)
     out.print("checks (violation kinds):")

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from fencecheck.clusters.services import hazelcast_build
+from fencecheck.descriptors.hazelcast_unsafe import SPLITS
 from tests.conftest import at_once, run_fencecheck
 from tests.e2e.test_run_backends import DAMAGE, kinds, must_find, run
 
@@ -36,11 +37,14 @@ CP = ("--backend", "hazelcast", "--lease-ms", "2000", "--time-limit", "15", "--c
       "hazelcast")
 FENCED = (*CP, "--fencing", "on", "--seed", "1")
 UNFENCED_PAUSE = (*CP, "--fencing", "off", "--nemesis", "pause")
-# Partitions held 10-12 s: a member cut off forms a cluster of its own after about 5 s
+# Partitions held 10-12 s, of the shapes that split the members (the 5 of 10 benchmark runs that
+# drew only client cut-offs and bridges found nothing, and a CI run missed it on seeds 1 and 2):
+# a member cut off forms a cluster of its own after about 5 s
 # (clusters/services/hazelcast_config.py), and its side then grants the lock on its own (unsafe
 # mode has no quorum) once the holders' sessions, heartbeating the other side, expire there.
 UNSAFE_SPLIT = ("--backend", "hazelcast-unsafe", "--lease-ms", "2000", "--time-limit", "25",
-                "--fencing", "off", "--nemesis", "partition", "--fault-duration", "10,12")
+                "--fencing", "off", "--nemesis", "partition", "--fault-duration", "10,12",
+                "--fault-opt", f"partition.shapes={SPLITS}")
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from pydantic import Field, field_validator
+
 from fencecheck.clusters.base import HasPrimary
-from fencecheck.clusters.faults.partition import PartitionNemesis
+from fencecheck.clusters.faults.partition import SHAPES, PartitionNemesis
 from fencecheck.descriptors.base import FaultDescriptor
 from fencecheck.nemesis.faults.base import (
     AS_NAMED,
@@ -17,6 +19,7 @@ from fencecheck.nemesis.faults.base import (
     MINORITY,
     FaultContext,
     FaultOptions,
+    FaultSettings,
     ScheduleView,
     default_targets,
 )
@@ -26,7 +29,30 @@ DESCRIPTOR = FaultDescriptor(
     name="partition",
     factory="fencecheck.nemesis.faults.partition:PartitionFault",
     summary="iptables partitions between servers, clients and the resource",
+    options="fencecheck.nemesis.faults.partition:PartitionSettings",
 )
+
+
+class PartitionSettings(FaultSettings):
+    """Which shapes the partition fault draws from (`--fault-opt partition.shapes=...`)."""
+
+    shapes: tuple[str, ...] = Field(
+        default=SHAPES,
+        description="the shapes drawn from, comma-separated: " + ", ".join(SHAPES) +
+        " (default: all of them that fit the cluster)")
+
+    @field_validator("shapes", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return tuple(s.strip() for s in v.split(",")) if isinstance(v, str) else v
+
+    @field_validator("shapes")
+    @classmethod
+    def _known(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [s for s in v if s not in SHAPES]
+        if bad or not v:
+            raise ValueError(f"unknown shape(s) {bad}; known: {', '.join(SHAPES)}")
+        return v
 
 
 class PartitionFault(NemesisFault):
@@ -34,12 +60,15 @@ class PartitionFault(NemesisFault):
 
     def __init__(self, opts: FaultOptions) -> None:
         self.opts = opts
+        self.settings = (opts.settings if isinstance(opts.settings, PartitionSettings)
+                         else PartitionSettings())
 
     def bind(self, ctx: FaultContext) -> None:
         primary = ctx.service.primary if isinstance(ctx.service, HasPrimary) else None
         self.nemesis = PartitionNemesis(ctx.cluster, list(ctx.servers), ctx.resource_node,
                                         run_id=self.opts.run_id, ledger=ctx.ledger,
-                                        rng=self.opts.rng, primary=primary)
+                                        rng=self.opts.rng, primary=primary,
+                                        shapes=self.settings.shapes)
 
     def hold_range_s(self) -> tuple[float, float]:
         return (3.0, 6.0)

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from fencecheck.cli.app import app
 from fencecheck.nemesis.faults.base import lease_hold_s
+from fencecheck.nemesis.faults.partition import PartitionSettings
 from fencecheck.nemesis.faults.pause import PauseSettings
 from fencecheck.nemesis.replay import replay_config
 from fencecheck.run.config import (
@@ -93,6 +94,11 @@ def test_a_faults_own_target_and_hold() -> None:
     assert cfg.fault_target("pause") == "holder" and cfg.fault_target("partition") == "random"
     settings = fault_settings(cfg, "pause")
     assert isinstance(settings, PauseSettings) and settings.hold_s == (1.0, 2.0)
+    shaped = fault_settings(make_config(nemesis=("partition",), fault_options={
+        "partition": {"shapes": "one-node, halves"}}), "partition")
+    assert isinstance(shaped, PartitionSettings) and shaped.shapes == ("one-node", "halves")
+    default = fault_settings(make_config(nemesis=("partition",)), "partition")
+    assert isinstance(default, PartitionSettings) and "client-isolate" in default.shapes
     plain = make_config(nemesis=("pause",), lease_ms=1000)
     assert plain.pause_duration_s == lease_hold_s(1000) == (2.0, 3.5)
 
@@ -174,6 +180,8 @@ def _one_line(args: list[str]) -> str:
     (["--persistence", "bogus"], "--backend-opt persistence: Input should be"),
     (["--runtime", "ssh", "--runtime-opt", "hosts=a", "--runtime-opt", "port=x"],
      "--runtime-opt port: Input should be a valid integer"),
+    (["--nemesis", "partition", "--fault-opt", "partition.shapes=halves,moon"],
+     "--fault-opt partition.shapes: unknown shape(s) ['moon']; known: one-node"),
     (["--fault-opt", "pause"], "--fault-opt: expected KEY=VALUE"),
     (["--fault-opt", "target=holder"], "--fault-opt: expected FAULT.KEY=VALUE"),
     (["--workload-opt", "think_ms=-1"], "--workload-opt think_ms: Input should be greater"),
