@@ -8,6 +8,14 @@ as root (network namespaces).
 Everything after `--` goes to the recorded `fencecheck run` unchanged (a replay takes its
 configuration from the recorded run). The recorded run must find violations: a replay of a
 run that found none proves nothing. Prints one Markdown table row.
+
+The shipped findings (issue 29: each must replay to its violation kind in at least 8 of 10
+tries): replay every folder of examples/findings/ (or those named) --tries times, count the
+replays that found the finding's kind (its finding.toml's `kind`), and write the counts as JSON
+for the findings pages (python -m fencecheck.reports.findings --replays FILE):
+
+    .venv/bin/python benchmarks/bench_replay.py --findings --tries 10 --jobs 2 \
+        --json benchmarks/replay-findings.json [NAME ...]
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +52,52 @@ def _figures(run_dir: Path) -> dict[str, Any]:
             "faults": len(steps), "targets": [s["value"] for s in steps]}
 
 
+FINDINGS = Path(__file__).resolve().parent.parent / "examples" / "findings"
+
+
+def _finding(folder: Path, tries: int, store: Path) -> dict[str, Any]:
+    """Replay one shipped finding `tries` times: how many found its kind."""
+    kind = tomllib.loads((folder / "finding.toml").read_text())["kind"]
+    runs = []
+    for i in range(tries):
+        code, run_dir = _run(store, ["--replay", str(folder)])
+        kinds = _figures(run_dir)["kinds"] if run_dir and (run_dir / "results.json").is_file() \
+            else []
+        runs.append({"try": i + 1, "exit": code, "kinds": kinds, "run_dir": str(run_dir)})
+        print(json.dumps({"finding": folder.name, **runs[-1]}), file=sys.stderr, flush=True)
+    return {"kind": kind, "tries": tries, "same_kind": sum(kind in r["kinds"] for r in runs),
+            "found": sum(r["exit"] == 1 for r in runs), "runs": runs}
+
+
+def findings(names: list[str], tries: int, jobs: int, out: Path | None) -> None:
+    folders = [f for f in sorted(FINDINGS.iterdir()) if (f / "finding.toml").is_file()
+               and (f / "schedule.json").is_file() and (not names or f.name in names)]
+    store = Path(tempfile.mkdtemp(prefix="fc-bench-replay-"))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        done = dict(zip([f.name for f in folders],
+                        pool.map(lambda f: _finding(f, tries, store), folders), strict=True))
+    if out is not None:
+        old = json.loads(out.read_text()) if out.is_file() else {}
+        out.write_text(json.dumps({**old, **done}, indent=1) + "\n")
+    for name, r in done.items():
+        met = "met" if r["same_kind"] >= 0.8 * r["tries"] else "**MISSED**"
+        print(f"| {name} | {r['kind']} | {r['same_kind']} of {r['tries']} replays found it "
+              f"({r['found']} found a violation) | {met} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tries", type=int, default=10)
+    ap.add_argument("--findings", action="store_true",
+                    help="replay the shipped findings (examples/findings/; names: only those)")
+    ap.add_argument("--jobs", type=int, default=1, help="--findings: findings at once")
+    ap.add_argument("--json", type=Path, help="--findings: where the counts go (merged)")
     ap.add_argument("run_args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     args = [x for x in a.run_args if x != "--"]
+    if a.findings:
+        findings(args, a.tries, a.jobs, a.json)
+        return
     with tempfile.TemporaryDirectory(prefix="fc-bench-replay-") as d:
         store = Path(d)
         code, original = _run(store, args)

@@ -15,7 +15,7 @@ violation (`runs_apart`), which C-level passes show without the sweep.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import islice
 from operator import ne
 from typing import Any
@@ -31,13 +31,16 @@ from fencecheck.checker.grants import (
     write_columns,
 )
 from fencecheck.checker.registry import CheckSpec, KindSpec
+from fencecheck.checker.steps import Cause, LibrarySteps
 
 
 def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: list[int],
-               found: Collector, starts: Sequence[int]) -> None:
+               found: Collector, starts: Sequence[int],
+               explain: Callable[[int, int], Cause | None] = lambda g, at: None) -> None:
     """`ws` are the key's accepted writes in invoke order; inv/ok/grant are their invoke and
     completion times and grant ids (writes of no known grant have distinct negative ids);
-    `starts` are the grants' ok times by id."""
+    `starts` are the grants' ok times by id; `explain(grant, at)` the library step, if its
+    evidence shows one, that left that grant's holder writing at `at` (checker/steps/)."""
     n = len(ws)
     # suffix bests over ws[i:]: the smallest ok (b1), and the smallest of another grant (b2)
     big = 1 << 63
@@ -75,15 +78,16 @@ def _check_key(key: str, ws: list[Op], inv: list[int], ok: list[int], grant: lis
         wa1, wb, wa2 = ws[a1], ws[b], ws[a2]
         tk = wa1.get("token")
         stale, nxt = _episode(g, grant[b], starts)
+        cause = explain(stale, inv[a2] if stale == g else inv[b]) if stale >= 0 else None
         found.add(
             inv[a2], "interleaved-writes",
             f'{who(wa1.process)}\'s writes to key "{key}" under one grant of lock '
             f'"{wa1.get("lock")}" ({tok(tk if type(tk) is int else None)}) completed at '
             f"{seconds(ok[a1])} and began again at {seconds(inv[a2])}, and in between "
             f"{who(wb.process)}'s write under another grant was accepted "
-            f"({seconds(inv[b])} to {seconds(b_ok)})",
+            f"({seconds(inv[b])} to {seconds(b_ok)})" + (cause.clause if cause else ""),
             (op_ref(wa1), op_ref(wb), op_ref(wa2)), key=key,
-            stale_grant=stale, next_grant=nxt,
+            stale_grant=stale, next_grant=nxt, cause=cause.ref if cause else None,
         )
 
 
@@ -112,6 +116,11 @@ def exclusion(ops: Sequence[Op], *, max_drift: float = 0.01,
     found = Collector()
     orphans = accepted = 0
     starts = [g.start for g in table.grants]
+    steps, gs = LibrarySteps(table.steps, table.grants), table.grants
+
+    def explain(gid: int, at: int) -> Cause | None:
+        return steps.stale_write(gs[gid].process, gs[gid].token, at, gs[gid].lock)
+
     for key, ws in table.writes.items():
         accepted += len(ws)
         cols = write_columns(table, key)
@@ -124,7 +133,7 @@ def exclusion(ops: Sequence[Op], *, max_drift: float = 0.01,
             # writes of no known grant get distinct negative ids
             grant = [owner.get(w.index, -1 - w.index) for w in ws]
             orphans += sum(1 for g in grant if g < 0)
-        _check_key(key, ws, cols.inv, cols.ok, grant, found, starts)
+        _check_key(key, ws, cols.inv, cols.ok, grant, found, starts, explain)
     details = found.details()
     details["accepted_writes"] = accepted
     details["writes_without_grant"] = orphans

@@ -83,8 +83,8 @@ class GrantTable:
     job_writes: int = 0  # writes that execute a cron job (checker.jobs.job_id is not None)
     acquire_ops: int = 0  # acquires of any outcome, and those of them with a lease
     acquires_with_lease: int = 0
-    # renews and releases checker.careless may name: refused renews, and ok steps whose value
-    # carries its evidence (deleted_token, extended_token, lease_ttl_s)
+    # what checker.careless may name: refused renews, ok ones with its evidence (deleted_token,
+    # extended_token, lease_ttl_s); and lock ops with a library's "evidence" (checker.steps)
     steps: list[Op] = field(default_factory=list)
     columns: dict[str, WriteColumns] = field(default_factory=dict)  # by key, see write_columns
     # a grant whose ok time is before its invoke's (only a hand-made history has one)
@@ -240,10 +240,11 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
         if f == "write":
             if t == "fail" and op.error == "stale-token":
                 rejected += 1
-        elif (f == "renew" or f == "release") and (
+        elif ((f == "renew" or f == "release") and (
                 (t == "fail" and f == "renew") or (t == "ok" and v is not None and (
-                    "deleted_token" in v or "extended_token" in v or "lease_ttl_s" in v))):
-            steps.append(op)  # what checker.careless indexes: refused renews, ok ones with evidence
+                    "deleted_token" in v or "extended_token" in v or "lease_ttl_s" in v)))) or (
+                v is not None and "evidence" in v):
+            steps.append(op)  # what checker.careless and .steps index: refused renews, evidence
         if v is None:
             continue
         if f == "write":
@@ -374,12 +375,12 @@ class Collector:
 
     def add(self, at: int, kind: str, explanation: str, ops: tuple[OpRef, ...], *,
             lock: str | None = None, key: str | None = None, stale_grant: int | None = None,
-            next_grant: int | None = None) -> None:
+            next_grant: int | None = None, cause: dict[str, Any] | None = None) -> None:
         """Record a violation that became evident at `at` ns (kept in the output as "time_ns").
-        `stale_grant` is the grant whose going stale it follows from (its incident), and
-        `next_grant` the grant that came after it, where known."""
-        v = Violation(kind, explanation, ops, lock=lock, key=key, extra={"time_ns": at},
-                      stale_grant=stale_grant, next_grant=next_grant)
+        `stale_grant` is the grant whose going stale it follows from (its incident), `next_grant`
+        the grant that came after it, where known, `cause` the library step (checker.steps)."""
+        v = Violation(kind, explanation, ops, lock=lock, key=key, extra={"time_ns": at, **(
+            {"cause": cause} if cause else {})}, stale_grant=stale_grant, next_grant=next_grant)
         self.found.append((at, v))
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
 

@@ -85,7 +85,7 @@ def _next_grant(table: GrantTable, stale: Grant, named: int | None) -> Grant | N
 
 
 def _story(stale: Grant, end: int | None, fault: FaultWindow | None, nxt: Grant | None,
-           counts: dict[str, int], told: Heard | None = None) -> str:
+           counts: dict[str, int], told: Heard | None = None, said: Sequence[str] = ()) -> str:
     parts = [f'{who(stale.process).capitalize()} was granted lock "{stale.lock}" '
              f"({tok(stale.token)}) at {seconds(stale.start)}"]
     parts.append("; nothing in the history ends its lease." if end is None
@@ -107,6 +107,8 @@ def _story(stale: Grant, end: int | None, fault: FaultWindow | None, nxt: Grant 
                      f"{seconds(nxt.start)} ({tok(nxt.token)}).")
     followed = ", ".join(f"{n} {kind}" for kind, n in counts.items())
     parts.append(f" What followed: {followed}.")
+    for step in dict.fromkeys(said):  # the library steps the evidence names (checker/steps/)
+        parts.append(f" {step[:1].upper()}{step[1:]}.")
     return "".join(parts)
 
 
@@ -153,9 +155,13 @@ def build_incidents(checks: dict[str, CheckResult], table: GrantTable,
         end = _stretch_end(stale, nxt.start if nxt is not None else None)
         fault = _fault(windows, stale.start, nxt.start if nxt is not None else end)
         counts: dict[str, int] = {}
+        said: list[str] = []
         for c, n in members:
             v = checks[c].violations[n]
             counts[v.kind] = counts.get(v.kind, 0) + 1
+            cause = v.extra.get("cause")
+            if isinstance(cause, dict) and isinstance(cause.get("said"), str):
+                said.append(cause["said"])
             checks[c].violations[n] = dataclasses.replace(v, incident=number)
         heard = told.get(gid)
         incidents.append({
@@ -168,7 +174,7 @@ def build_incidents(checks: dict[str, CheckResult], table: GrantTable,
             "next_grant": None if nxt is None else _op_json(nxt),
             "violations": [{"check": c, "n": n} for c, n in members],
             "kinds": sorted(counts),
-            "story": _story(stale, end, fault, nxt, counts, heard),
+            "story": _story(stale, end, fault, nxt, counts, heard, said),
             **({} if heard is None else {"notice": heard.to_json()}),
         })
     return incidents

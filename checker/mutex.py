@@ -14,6 +14,7 @@ from fencecheck.checker.base import CheckResult, Op
 from fencecheck.checker.careless import CarelessSteps
 from fencecheck.checker.grants import Collector, Grant, GrantTable, build_grants, seconds, tok, who
 from fencecheck.checker.registry import CheckSpec, KindSpec
+from fencecheck.checker.steps import LibrarySteps, Tally
 
 _Stretch = tuple[int, float, str, Grant]  # start, end, ended_by, grant
 
@@ -44,7 +45,8 @@ def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
             if start < end:
                 by_lock.setdefault(g.lock, []).append((start, end, by, g))
     found = Collector()
-    careless = CarelessSteps(table.steps)  # explanation hook only (checker/careless.py)
+    careless = CarelessSteps(table.steps)  # explanation hooks only (checker/careless.py,
+    steps, causes = LibrarySteps(table.steps, table.grants), Tally()  # checker/steps/)
     for lock, stretches in by_lock.items():
         stretches.sort(key=itemgetter(0))
         reach: _Stretch | None = None
@@ -54,17 +56,21 @@ def mutex(ops: Sequence[Op], *, max_drift: float = 0.01,
                 r = reach[3]
                 again = ("" if start == g.start
                          else f" (held again after a late renewal at {seconds(start)})")
+                cause = steps.double_grant(r, g)
+                causes.count(steps, lock, cause)
                 found.add(
                     start, "double-grant",
                     f'{who(g.process)} was granted lock "{lock}" ({tok(g.token)}) at '
                     f"{seconds(g.start)}{again} while {who(r.process)}'s grant ({tok(r.token)}) "
                     f"from {seconds(r.start)} was surely held {_ending(reach)}"
-                    + careless.double_grant(r, g),
+                    + (careless.double_grant(r, g) if cause is None else cause.clause),
                     (r.ref, g.ref), lock=lock, stale_grant=r.id, next_grant=g.id,
+                    cause=None if cause is None else cause.ref,
                 )
             if reach is None or end > reach[1]:
                 reach = s
     details = found.details()
+    details.update(causes.details())
     details["grants"] = len(table.grants)
     details["max_drift"] = table.max_drift
     if table.acquires_without_lock:

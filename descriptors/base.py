@@ -48,7 +48,10 @@ class Program:
     its binary (go), main class (java) or script (npm); `args`: what follows on its command
     line; `shared`: library folders it uses beyond its language's stdio library; `pins`: the
     dependency whose pinned version the comparison names, as (its name in the program's go.mod,
-    pom.xml or package.json, the label shown)."""
+    pom.xml or package.json, the label shown); `versions`: other releases of that dependency it
+    can be built against (a go program only), each a build of its own chosen with the client
+    option `version` (`fencecheck build NAME@VERSION`), with the modules of `moves_with` set to
+    the same version (the staging modules a release ships together)."""
 
     source: str
     build: str
@@ -56,6 +59,8 @@ class Program:
     args: tuple[str, ...] = ()
     shared: tuple[str, ...] = ()
     pins: tuple[str, str] | None = None
+    versions: tuple[str, ...] = ()
+    moves_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,8 +49,13 @@ BACKEND = BackendDescriptor(
             "client-go",
             "fencecheck.workloads.clients.third_party:ShippedClient",
             library="client-go `leaderelection` with a `LeaseLock`",
+            # v0.33.13: the newest v0.33 release, whose release writes without reading the
+            # Lease first; v0.34.0: the first release with that read (kubernetes/kubernetes
+            # PR #132849). Issue 29's measurement of where the release's wipe starts.
             program=Program(
-                "go/client-go", "go", "client-go-lease", pins=("k8s.io/client-go", "client-go")
+                "go/client-go", "go", "client-go-lease", pins=("k8s.io/client-go", "client-go"),
+                versions=("v0.33.13", "v0.34.0"),
+                moves_with=("k8s.io/api", "k8s.io/apimachinery"),
             ),
             token="the Lease's resourceVersion of the winning write",
             workloads=frozenset({"lock", "leader"}),

@@ -4,9 +4,11 @@ and records it; `run --replay` and `shrink` read it back).
 `{"format": 1, "steps": [Step, ...]}`. Every release wrote format 1 with the version in `format`
 (not `format_version`, as the files were before the other records had one) and every field of a
 step but `drawn_hold_s`, which came later and is written only where a hold ended early (absent:
-the hold drawn was the one played, None). A step's `value` is what its targets were when
-recorded, JSON as the fault gave it. Which roles and faults are valid is the schedule's to
-judge (a role the faults know, a fault the run has), not this record's.
+the hold drawn was the one played, None), and `delay_s`, written only where a fault started a
+drawn delay after its fresh grant (the fault's `delay_s`, `--pause-delay`; absent: at once). A
+step's `value` is what its targets were when recorded, JSON as the fault gave it. Which roles and
+faults are valid is the schedule's to judge (a role the faults know, a fault the run has), not
+this record's.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Step(msgspec.Struct, frozen=True):
     value: Any = None
     waited: bool = False  # started only once a fresh grant came (or 3 s passed)
     drawn_hold_s: Seconds | None = None
+    # how long after that fresh grant it started (delay_s, --pause-delay); absent: at once
+    delay_s: Seconds | None = None
 
 
 class Schedule(msgspec.Struct, kw_only=True):
@@ -55,6 +59,8 @@ def _step_document(step: Step) -> dict[str, Any]:
     d: dict[str, Any] = msgspec.to_builtins(step, enc_hook=str)
     if d["drawn_hold_s"] is None:
         del d["drawn_hold_s"]  # the hold played was the one drawn
+    if d["delay_s"] is None:
+        del d["delay_s"]  # started as soon as its grant was seen
     return d
 
 

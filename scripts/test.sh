@@ -34,6 +34,12 @@ fi
 # more workers than cores; the heavy ones share one xdist group (tests/conftest.py) and so never
 # start together. FC_TEST_WORKERS overrides the number (measured in the README).
 workers=${FC_TEST_WORKERS:-5}
+# Every xdist worker imports every test module, and pytest rewrites their asserts (and those of
+# its plugins: hypothesis, anyio, xdist) on import: 16 s of CPU a worker, 6 s when it finds them
+# rewritten in __pycache__ (docs/test-suite-cpu.md), which it reads even under
+# PYTHONDONTWRITEBYTECODE but then never writes. So one collection fills that cache first.
+env -u PYTHONDONTWRITEBYTECODE .venv/bin/pytest --collect-only -q -p no:cacheprovider "$@" \
+  >/dev/null 2>&1 || true
 # A worker that dies is not replaced: with --dist loadgroup, pytest-xdist 3.8 can deadlock after
 # replacing a crashed worker (pytest-xdist #1323, #1327, #1378), which turned a crash into a run
 # that never ends. Without replacement the run ends, the crashed test is named and fails the run

@@ -17,19 +17,25 @@ class WorkloadError(Exception):
 
 
 class DefiniteFailure(WorkloadError):
-    """The operation surely did not happen. `error` is the short code the history records."""
+    """The operation surely did not happen. `error` is the short code the history records;
+    `evidence`, what the library was seen doing (workloads/evidence.py), joins the completion
+    value."""
 
-    def __init__(self, error: str, detail: str = "") -> None:
+    def __init__(self, error: str, detail: str = "",
+                 evidence: Mapping[str, Any] | None = None) -> None:
         super().__init__(f"{error}: {detail}" if detail else error)
         self.error = error
+        self.evidence = evidence
 
 
 class Indeterminate(WorkloadError):
-    """The operation may or may not have happened."""
+    """The operation may or may not have happened (`evidence` as for DefiniteFailure)."""
 
-    def __init__(self, error: str, detail: str = "") -> None:
+    def __init__(self, error: str, detail: str = "",
+                 evidence: Mapping[str, Any] | None = None) -> None:
         super().__init__(f"{error}: {detail}" if detail else error)
         self.error = error
+        self.evidence = evidence
 
 
 class StaleToken(DefiniteFailure):
@@ -44,7 +50,8 @@ class Grant:
     """A held lock. `token` is the fencing token, or None where the backend has none; `handle`
     is the client's private state (owner value, lease id, recipe object); `evidence` is what
     the service reported doing beyond the grant (a careless renew names the lock it extended),
-    recorded in the operation's ok value."""
+    merged into the operation's ok value (a library's own steps go under its "evidence" key:
+    workloads/evidence.py)."""
 
     lock: str
     token: int | None

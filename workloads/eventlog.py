@@ -27,6 +27,7 @@ from fencecheck.records.history import EVENT_TYPES as EVENT_TYPES
 from fencecheck.records.history import EventType as EventType
 from fencecheck.records.history import LineError, Notice, notice_lines
 from fencecheck.workloads.base import WorkloadError
+from fencecheck.workloads.evidence import EVIDENCE, stamped
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,8 @@ class EventLog:
             if t < self._last:
                 t = self._last
             self._last = t
+            if value is not None and EVIDENCE in value:  # a library's evidence: its times too
+                value = stamped(value, self.t0_ns)
             data = _encode_event(_Event(t, process, type_, f, value, error))
             written = os.write(self._fd, data)
             if written < len(data):  # a short write: hardly ever (a full disk, a signal)

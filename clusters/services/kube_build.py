@@ -8,6 +8,10 @@ clients)/kube-apiserver-<version>-<hash>/, <hash> covering go.mod and go.sum: an
 a no-op. The build goes to a temporary folder renamed into place when complete, so a half-built
 binary is never found. `binary()` is the path of the built binary, or `NotBuilt` naming the
 command that builds it (the backend's preflight turns that into exit 3 before a run starts).
+
+`KubeBuild` is the recipe: a Go module pinning `k8s.io/kubernetes` and the commands of
+`k8s.io/kubernetes/cmd/` it builds into one cache folder; the one-node cluster's kubelet,
+scheduler, controller manager and kubectl are another (fencecheck/clusters/kube/node_build.py).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 import shutil
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from fencecheck.clusters.base import ClusterError
@@ -29,59 +34,103 @@ NAME = "kube-apiserver"
 
 
 class NotBuilt(ClusterError):
-    """kube-apiserver is not in the cache."""
+    """A pinned Kubernetes build is not in the cache."""
+
+
+@dataclass(frozen=True, slots=True)
+class KubeBuild:
+    """Commands of `k8s.io/kubernetes/cmd/` built from the Go module in `module` (its go.mod
+    pins the release) into one cache folder, `<cache>/<name>-<version>-<hash of go.mod and
+    go.sum>/<command>`."""
+
+    name: str
+    module: Path
+    commands: tuple[str, ...]
+    # more commands run in the build folder after the Go builds (argv lists)
+    extra: tuple[tuple[str, ...], ...] = ()
+
+    def version(self) -> str:
+        """The pinned Kubernetes release (the `require k8s.io/kubernetes` line of go.mod)."""
+        gomod = self.module / "go.mod"
+        m = re.search(r"^require k8s\.io/kubernetes (v\S+)", gomod.read_text(), re.M)
+        if m is None:
+            raise ClusterError(f"{gomod}: no `require k8s.io/kubernetes vX.Y.Z` line")
+        return m.group(1)
+
+    def label(self) -> str:
+        return f"{self.name} {self.version()}"
+
+    def source(self) -> str:
+        return f"k8s.io/kubernetes {self.version()} ({self.module / 'go.mod'})"
+
+    def hint(self) -> str:
+        return f"fencecheck build {self.name}"
+
+    def build_dir(self) -> Path:
+        h = hashlib.sha256()
+        for f in ("go.mod", "go.sum"):
+            h.update((self.module / f).read_bytes() + b"\0")
+        return cache.cache_root() / f"{self.name}-{self.version()}-{h.hexdigest()[:12]}"
+
+    def path(self, command: str) -> Path:
+        """The built `command`; NotBuilt (with the command that builds it) if there is none."""
+        d = self.build_dir()
+        if not cache.is_built(d):
+            raise NotBuilt(f"{self.name} {self.version()} is not built (looked in {d}); build "
+                           f"it with: {self.hint()}")
+        return d / command
+
+    def fill(self, folder: Path) -> None:
+        for f in ("go.mod", "go.sum"):
+            shutil.copy(self.module / f, folder / f)
+
+    def steps(self, folder: Path) -> list[list[str]]:
+        # The version stamp Kubernetes' own build sets, so that /version names the release.
+        stamp = f"-X k8s.io/component-base/version.gitVersion={self.version()}"
+        return [["go", "build", "-mod=readonly", "-trimpath", f"-ldflags={stamp}", "-o",
+                 str(folder / c), f"k8s.io/kubernetes/cmd/{c}"] for c in self.commands
+                ] + [list(argv) for argv in self.extra]
+
+    def build(self) -> tuple[Path, bool]:
+        """Build unless the cache has it. Returns (folder, whether it built)."""
+        final = self.build_dir()
+        return final, cache.run(final, self.name, self.fill, self.steps, ClusterError)
+
+
+APISERVER = KubeBuild(NAME, MODULE, (NAME,))
 
 
 def version() -> str:
-    """The pinned Kubernetes release (the `require k8s.io/kubernetes` line of go.mod)."""
-    m = re.search(r"^require k8s\.io/kubernetes (v\S+)", (MODULE / "go.mod").read_text(), re.M)
-    if m is None:
-        raise ClusterError(f"{MODULE / 'go.mod'}: no `require k8s.io/kubernetes vX.Y.Z` line")
-    return m.group(1)
+    return APISERVER.version()
 
 
 def label() -> str:
     """The name and pinned release, as `fencecheck build` and test.json show it."""
-    return f"{NAME} {version()}"
+    return APISERVER.label()
 
 
 def source() -> str:
     """What the build is made from, for `fencecheck build --dry-run`."""
-    return f"k8s.io/kubernetes {version()} ({MODULE / 'go.mod'})"
+    return APISERVER.source()
 
 
 def build_dir() -> Path:
-    h = hashlib.sha256()
-    for f in ("go.mod", "go.sum"):
-        h.update((MODULE / f).read_bytes() + b"\0")
-    return cache.cache_root() / f"{NAME}-{version()}-{h.hexdigest()[:12]}"
+    return APISERVER.build_dir()
 
 
 def binary() -> Path:
     """The built kube-apiserver; NotBuilt (with the command that builds it) if there is none."""
-    d = build_dir()
-    if not cache.is_built(d):
-        raise NotBuilt(f"kube-apiserver {version()} is not built (looked in {d}); build it "
-                       f"with: {BUILD_HINT}")
-    return d / NAME
-
-
-def _fill(folder: Path) -> None:
-    for f in ("go.mod", "go.sum"):
-        shutil.copy(MODULE / f, folder / f)
+    return APISERVER.path(NAME)
 
 
 def steps(folder: Path) -> list[list[str]]:
-    # The version stamp Kubernetes' own build sets, so that /version names the release.
-    stamp = f"-X k8s.io/component-base/version.gitVersion={version()}"
-    return [["go", "build", "-mod=readonly", "-trimpath", f"-ldflags={stamp}", "-o",
-             str(folder / NAME), "k8s.io/kubernetes/cmd/kube-apiserver"]]
+    return APISERVER.steps(folder)
 
 
 def build() -> tuple[Path, bool]:
     """Build unless the cache has it. Returns (binary, whether it built)."""
-    final = build_dir()
-    return final / NAME, cache.run(final, NAME, _fill, steps, ClusterError)
+    folder, built = APISERVER.build()
+    return folder / NAME, built
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -187,6 +187,9 @@ class ZookeeperService(NodeDaemons):
             JAVA,
             f"-Xmx{self.heap_mb}m",
             "-XX:+UseSerialGC",  # fewer threads and less memory on a 2-core machine
+            # C1 only: a test's server runs seconds to minutes, where C2's compiles never pay
+            # back (half the CPU of a start: docs/test-suite-cpu.md)
+            "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.jmx.log4j.disable=true",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
             "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",

@@ -223,7 +223,8 @@ def teardown(
     from fencecheck.clusters.cleaner import teardown_all, teardown_run
 
     for runtime in ("fencecheck.clusters.runtimes.docker", "fencecheck.clusters.runtimes.ssh",
-                    "fencecheck.clusters.faults.unsynced_ctl"):  # they register their undo kinds
+                    "fencecheck.clusters.faults.unsynced_ctl",
+                    "fencecheck.clusters.kube.sweep"):  # they register their undo kinds
         with contextlib.suppress(ImportError):
             importlib.import_module(runtime)
     try:

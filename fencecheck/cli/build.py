@@ -1,6 +1,7 @@
 """`fencecheck build [NAME ...]`: build the programs fencecheck runs but does not ship built: the
 third-party lock clients in other languages (a `Program` in their descriptors) and the pinned
-servers (a descriptor's `server_build`: kube-apiserver, nats-server), each into the machine's
+servers (a descriptor's `server_build`: kube-apiserver, nats-server) and the one-node cluster's
+Kubernetes programs (`TOOL_BUILDS`: kube-node), each into the machine's
 build cache by source hash (fencecheck.toolchain.cache: an unchanged one is a no-op).
 
 Everything comes from the installed package, so it works from a pip install as from a checkout;
@@ -45,6 +46,13 @@ class Recipe:
     steps: Callable[[Path], list[list[str]]]  # the commands, run in the build folder
     build: Callable[[], tuple[Path, bool]]  # build unless cached: (folder or binary, built)
     used_by: str  # what needs it: "client-go on kubernetes", "backend nats"
+    default: bool = True  # built by `fencecheck build` with no names (else only when named)
+
+
+# Pinned builds no backend runs: (module, what needs it). Built only when named: the kube-node
+# build is tens of minutes of compiling on a busy 2-core machine, for a benchmark and a user's
+# local try of the Job, not for any run or test.
+TOOL_BUILDS = (("fencecheck.clusters.kube.node_build", "fencecheck kube (the one-node cluster)"),)
 
 
 def _server_module(spec: str) -> ModuleType:
@@ -74,16 +82,43 @@ def recipes() -> dict[str, Recipe]:
         m = _server_module(backend.server_build)
         out[m.NAME] = Recipe(m.NAME, "server", m.TOOLCHAIN, m.source(), m.build_dir, m.steps,
                              m.build, f"backend {backend.name}")
+    for spec, used_by in TOOL_BUILDS:
+        m = _server_module(spec)
+        out[m.NAME] = Recipe(m.NAME, "server", m.TOOLCHAIN, m.source(), m.build_dir, m.steps,
+                             m.build, used_by, default=False)
     return out
 
 
-def _pick(names: list[str], known: dict[str, Recipe]) -> list[Recipe]:
+def _version_recipe(name: str) -> Recipe | None:
+    """NAME@VERSION: a shipped client built against another release of its pinned dependency
+    (its descriptor's Program.versions), built only when named."""
+    from fencecheck.workloads.base import WorkloadError
+    from fencecheck.workloads.clients import build as clients
+
+    base, _, version = name.partition("@")
+    try:
+        if not version or clients.version_build(base, version) != name:
+            return None
+        b = clients._get(name)
+    except WorkloadError:
+        return None
+    return Recipe(name, "client", b.toolchain, str(clients.HERE / b.source),
+                  functools.partial(clients.build_dir, name), b.steps,
+                  functools.partial(clients.build, name), f"client {base}, version {version}")
+
+
+def _pick(names: list[str], known: dict[str, Recipe], every: bool = False) -> list[Recipe]:
+    """The recipes named; with no names, those built by default (or all, with `every`)."""
+    known = {**known, **{n: r for n in names if n not in known
+                         if (r := _version_recipe(n)) is not None}}
     unknown = [n for n in names if n not in known]
     if unknown:
         err.print(f"[bold red]error:[/] fencecheck build: unknown {', '.join(map(shown, unknown))}"
                   f" (known: {', '.join(known)})")
         raise typer.Exit(BAD_INPUT)
-    return [known[n] for n in dict.fromkeys(names)] if names else list(known.values())
+    if names:
+        return [known[n] for n in dict.fromkeys(names)]
+    return [r for r in known.values() if every or r.default]
 
 
 def _dry_run(chosen: list[Recipe]) -> None:
@@ -91,7 +126,9 @@ def _dry_run(chosen: list[Recipe]) -> None:
         folder = r.folder()
         state = "built" if cache.is_built(folder) else "not built"
         lacking = [t.what for t in tools.missing(r.toolchain)]
-        out.print(f"{r.name} ({r.used_by}): {r.toolchain}, from {shown(r.source)}", soft_wrap=True)
+        when = "" if r.default else ", only when named"
+        out.print(f"{r.name} ({r.used_by}{when}): {r.toolchain}, from {shown(r.source)}",
+                  soft_wrap=True)
         out.print(f"  into {shown(folder)}: {state}", soft_wrap=True)
         if lacking:
             out.print(f"  toolchain missing: {', '.join(lacking)}", soft_wrap=True)
@@ -114,7 +151,8 @@ def _refuse_missing_toolchains(chosen: list[Recipe]) -> None:
 
 def build(
     names: Annotated[list[str] | None, typer.Argument(
-        help="what to build (default: everything; --dry-run lists the names)")] = None,
+        help="what to build (default: everything but kube-node, which is built only when "
+             "named; --dry-run lists the names)")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="name every recipe, its toolchain, commands and cache folder; "
                           "build nothing")] = False,
@@ -123,7 +161,7 @@ def build(
     from fencecheck.clusters.base import ClusterError
     from fencecheck.workloads.base import WorkloadError
 
-    chosen = _pick(names or [], recipes())
+    chosen = _pick(names or [], recipes(), every=dry_run)
     if dry_run:
         _dry_run(chosen)
         return

@@ -49,6 +49,7 @@ LAZY: dict[str, str] = {
     "shrink": "fencecheck.cli.shrink",
     "plugins": "fencecheck.cli.plugins",
     "build": "fencecheck.cli.build",
+    "kube": "fencecheck.cli.kube",
 }
 
 def shown(text: object) -> str:

@@ -68,6 +68,13 @@ def _fault_options(items: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _with_delay(given: dict[str, dict[str, Any]], delay: str | None) -> dict[str, dict[str, Any]]:
+    """--pause-delay as the pause fault's delay_s (an explicit --fault-opt pause.delay_s wins)."""
+    if delay is not None:
+        given.setdefault("pause", {}).setdefault("delay_s", delay)
+    return given
+
+
 def _pair(value: str | None, option: str) -> tuple[float, float] | None:
     if value is None:
         return None
@@ -108,6 +115,7 @@ def run(
     fault_opt: Annotated[list[str] | None, typer.Option("--fault-opt", metavar="FAULT.KEY=VALUE", help=_owner_help("fault", "one fault's own options, for a fault of --nemesis"))] = None,
     persistence: Annotated[str | None, typer.Option(help="= --backend-opt persistence (redis: off, everysec, always)", rich_help_panel=ALIAS)] = None,
     pause_target: Annotated[str | None, typer.Option(help="= --fault-opt F.target for every fault F of the run: holder, random, or server (pause; the others random)", rich_help_panel=ALIAS)] = None,
+    pause_delay: Annotated[str | None, typer.Option(help="= --fault-opt pause.delay_s (seconds after the fresh grant a holder pause starts, LOW,HIGH, drawn uniformly; default 0: at once)", rich_help_panel=ALIAS)] = None,
     think_ms: Annotated[float | None, typer.Option(help="= --workload-opt think_ms (think time inside the critical section)", rich_help_panel=ALIAS)] = None,
     writes: Annotated[int | None, typer.Option("--writes", help="= --workload-opt writes_per_section (read/write rounds per critical section)", rich_help_panel=ALIAS)] = None,
     renew: Annotated[bool | None, typer.Option(help="= --workload-opt renew=true (renew leases while holding)", rich_help_panel=ALIAS)] = None,
@@ -121,7 +129,7 @@ def run(
     ssh_accept_unknown: Annotated[bool | None, typer.Option(help="= --runtime-opt accept_unknown=true (ssh: accept unknown host keys, insecure)", rich_help_panel=ALIAS)] = None,
     known_hosts: Annotated[Path | None, typer.Option(help="= --runtime-opt known_hosts (ssh: known_hosts file to verify against)", rich_help_panel=ALIAS)] = None,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML file")] = None,
-    replay: Annotated[Path | None, typer.Option(help="rerun this run directory's configuration with exactly its fault schedule (other options but --store are ignored)")] = None,
+    replay: Annotated[Path | None, typer.Option(help="rerun this run directory's (or a shipped finding's, examples/findings/NAME) configuration with exactly its fault schedule (other options but --store are ignored)")] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log to stderr")] = False,
 ) -> None:
     """Run one test end to end and check it."""
@@ -158,7 +166,7 @@ def _config(a: dict[str, Any]) -> RunConfig:
         resource_options=_options(a["resource_opt"] or [], "--resource-opt"),
         runtime_options=_options(a["runtime_opt"] or [], "--runtime-opt"),
         workload_options=_options(a["workload_opt"] or [], "--workload-opt"),
-        fault_options=_fault_options(a["fault_opt"] or []),
+        fault_options=_with_delay(_fault_options(a["fault_opt"] or []), a["pause_delay"]),
         **legacy,
     )
 
@@ -176,9 +184,7 @@ def _execute(a: dict[str, Any]) -> None:
     try:
         cfg = _config(a)
         if a["replay"] is not None:
-            from fencecheck.nemesis.replay import replay_config
-
-            cfg = replay_config(a["replay"], a["store"])
+            cfg = _replayed(a["replay"], a["store"])
         _preflight(cfg)
         with ProgressLine(err) as line:
             outcome = run_test(cfg, line.update)
@@ -211,6 +217,19 @@ def _as_option(e: ConfigError) -> str:
         if name in options and options[name].startswith("--"):
             return text.replace(f": {e.field}:", f": {options[name]}:", 1)
     return text
+
+
+def _replayed(folder: Path, store: Path) -> RunConfig:
+    """The replayed configuration; says which versions the recording had that differ here."""
+    from fencecheck.nemesis.replay import drift, recorded_versions, replay_config
+
+    cfg = replay_config(folder, store)
+    differ = drift(cfg, recorded_versions(folder))
+    if differ:
+        err.print(f"[yellow]note:[/] {shown(folder)} was recorded on other versions than "
+                  f"these ({shown('; '.join(differ))}): a replay that finds nothing may be the "
+                  "change", soft_wrap=True)
+    return cfg
 
 
 def _preflight(cfg: RunConfig) -> None:

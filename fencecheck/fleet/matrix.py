@@ -191,7 +191,8 @@ def load_matrix(path: Path, store: Path, only: Sequence[str] = (),
                 runnable: bool = True) -> Matrix:
     """Read and validate a matrix file; every error names the file, the row and the field.
     runnable=False skips what only running needs (client programs built, backend and fault
-    support): a merge reads the rows on a machine that runs none of them."""
+    support): a merge reads the rows on a machine that runs none of them; so do the rows that
+    `only` leaves out (another row's unbuilt client does not refuse the one asked for)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -214,18 +215,19 @@ def load_matrix(path: Path, store: Path, only: Sequence[str] = (),
         raise MatrixError(f"{path}: no rows (add [[row]] tables)")
     rows: list[Row] = []
     seen: dict[str, int] = {}
+    wanted = [n.strip() for item in only for n in item.split(",") if n.strip()]
     for i, raw in enumerate(raw_rows, start=1):
         merged = {**defaults, **raw}
         ref = _row_ref(i, raw)
+        runs = runnable and (not wanted or str(raw.get("name") or f"#{i}") in wanted)
         try:
-            row = _build_row(i, merged, store, runnable)
+            row = _build_row(i, merged, store, runs)
         except ValueError as e:
             raise MatrixError(f"{path}: {ref}: {e}") from None
         if row.label in seen:
             raise MatrixError(f"{path}: {ref}: name: already used by row #{seen[row.label]}")
         seen[row.label] = i
         rows.append(row)
-    wanted = [n.strip() for item in only for n in item.split(",") if n.strip()]
     if wanted:
         missing = [n for n in wanted if n not in seen]
         if missing:

@@ -4,12 +4,19 @@ same gaps
 for the same holds, each aimed at the same role (the holder of the moment is resolved again at
 replay time; named nodes and workers are the same names). Timing inside the system under test is
 not replayed: a replay is a rerun that puts the faults where they were, not a recording.
+
+RUN_DIR needs only `test.json` and `schedule.json`: a run folder, what `fencecheck shrink`
+writes, or a shipped finding (examples/findings/<name>/, no history). `drift` says which of the
+versions it was recorded on (test.json's `versions`: the lock client, the backend's server) differ
+from the ones installed, so that a replay that no longer finds it can be read for what it is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from msgspec import UNSET
 from pydantic import ValidationError
 
 from fencecheck.nemesis.schedule import load_steps
@@ -49,3 +56,28 @@ def replay_config(run_dir: Path, store: Path) -> RunConfig:
                           f"{err['msg']}") from None
     load_steps(schedule, list(cfg.faults))
     return cfg
+
+
+def recorded_versions(run_dir: Path) -> dict[str, str | None]:
+    """The versions test.json says the recorded run ran on ({} where it names none)."""
+    try:
+        rec = test_record.read(run_dir / "test.json")
+    except RecordError:
+        return {}
+    return {} if rec.versions is UNSET else dict(rec.versions)
+
+
+def drift(cfg: RunConfig, recorded: Mapping[str, str | None],
+          installed: Callable[[RunConfig], Mapping[str, str | None]] | None = None) -> list[str]:
+    """One line per version the finding depends on (its lock client, its backend's server) that
+    the recorded run had and this machine does not: "client: recorded X, installed Y"."""
+    if installed is None:
+        from fencecheck.run.store import versions
+
+        def installed(c: RunConfig) -> Mapping[str, str | None]:
+            return versions(c.backend, c.client_name, c.client_options)
+
+    now = installed(cfg)
+    return [f"{key}: recorded {recorded[key]}, installed {now.get(key) or 'none'}"
+            for key in ("client", cfg.backend)
+            if recorded.get(key) is not None and recorded.get(key) != now.get(key)]

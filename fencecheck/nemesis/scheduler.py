@@ -68,6 +68,12 @@ class SeededSchedule:
     def drawn(self) -> float | None:
         return None
 
+    def delay(self, fault: str) -> float:
+        """How long after its fresh grant a holder-aware fault starts (`delay_s`); drawn only
+        when the range is not (0, 0), so a seed without it keeps its schedule."""
+        lo, hi = self.cfg.fault_delay_s(fault)
+        return self.rng.uniform(lo, hi) if hi > 0 else 0.0
+
     def value(self, drawn: Any) -> Any:
         return drawn
 
@@ -101,6 +107,9 @@ class ReplayedSchedule:
 
     def drawn(self) -> float | None:
         return self.steps[self.i].drawn_hold_s
+
+    def delay(self, fault: str) -> float:
+        return self.steps[self.i].delay_s or 0.0
 
     def value(self, drawn: Any) -> Any:
         """The holder's targets as drawn now; any others as recorded (by name, or the role the
@@ -186,18 +195,34 @@ class Scheduler:
         self.watch: SuccessorWatch | None = None  # the active fault ends once it sees one
         self.reason: dict[str, Any] | None = None  # why the active fault ended early
         self.pending: tuple[str, float] | None = None  # (fault, give up waiting at)
+        # a fault whose fresh grant came, waiting out its delay: (fault, grant, start at, delay)
+        self.delayed: tuple[str, Holding, float, float] | None = None
 
     def _start(self, fault: str, hold: float, role: str, value: Any, waited: bool,
-               fresh: Holding | None) -> StartFault:
+               fresh: Holding | None, delay: float = 0.0) -> StartFault:
         self.hold_s = hold
         step = Step(round(self.gap_s, 3), fault, round(hold, 3), role, value, waited,
-                    self.schedule.drawn())
+                    self.schedule.drawn(), round(delay, 3) if delay > 0 else None)
         return StartFault(step, fresh)
+
+    def _start_waited(self, now: float, fault: str, fresh: Holding | None,
+                      holding: Sequence[str], delay: float = 0.0) -> StartFault:
+        """Start a fault that waited for a fresh grant (None: it waited in vain)."""
+        sched = self.schedule
+        view = ScheduleView(self.names, self.servers, list(holding),
+                            fresh.worker if fresh else None, waited=True)
+        value = sched.value(self.targets(fault, self.rng, view))
+        hold = sched.hold(fault)
+        self.active, self.began = (fault, now + hold), now
+        holder = view.fresh_holder is not None and view.fresh_holder in _names(value)
+        return self._start(fault, hold, HOLDER if holder else AS_NAMED, value, True, fresh,
+                           delay)
 
     def step(self, now: float, seen: Observed) -> list[Action]:
         actions: list[Action] = []
         sched = self.schedule
-        if self.active is None and self.pending is None and now >= self.next_fault:
+        if (self.active is None and self.pending is None and self.delayed is None
+                and now >= self.next_fault):
             fault = sched.pick()
             if sched.waits(fault):
                 self.pending = (fault, now + WAIT_FOR_GRANT_S)
@@ -214,14 +239,15 @@ class Scheduler:
         if self.pending is not None and (seen.fresh or now >= self.pending[1]):
             fault, self.pending = self.pending[0], None
             fresh = seen.fresh[-1] if seen.fresh else None
-            view = ScheduleView(self.names, self.servers, list(seen.holding),
-                                fresh.worker if fresh else None, waited=True)
-            value = sched.value(self.targets(fault, self.rng, view))
-            hold = sched.hold(fault)
-            self.active, self.began = (fault, now + hold), now
-            holder = view.fresh_holder is not None and view.fresh_holder in _names(value)
-            actions.append(self._start(fault, hold, HOLDER if holder else AS_NAMED, value,
-                                       True, fresh))
+            delay = sched.delay(fault) if fresh is not None else 0.0
+            if delay > 0 and fresh is not None:  # at this grant's holder, a drawn moment later
+                self.delayed = (fault, fresh, now + delay, delay)
+            else:
+                actions.append(self._start_waited(now, fault, fresh, seen.holding))
+        if self.delayed is not None and now >= self.delayed[2]:
+            fault, fresh, _, delay = self.delayed
+            self.delayed = None
+            actions.append(self._start_waited(now, fault, fresh, seen.holding, delay))
         if self.active is not None and self.watch is not None and now < self.active[1]:
             successor = self.watch.successor(seen.latest)
             if successor is not None:

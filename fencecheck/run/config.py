@@ -163,6 +163,12 @@ class RunConfig(BaseModel):
         """A fault's `target` ("holder": it waits for a fresh grant, where it waits at all)."""
         return str(self.fault_options.get(fault, {}).get("target", "holder"))
 
+    def fault_delay_s(self, fault: str) -> tuple[float, float]:
+        """How long after its fresh grant a holder-aware fault starts, drawn uniformly
+        (`--fault-opt F.delay_s`, `--pause-delay`; (0, 0): at once)."""
+        delay = self.settings("fault", fault).get("delay_s")
+        return (float(delay[0]), float(delay[1])) if delay else (0.0, 0.0)
+
     @property
     def pause_target(self) -> str:
         """The pause fault's target as earlier releases named it (FaultOptions.pause_target)."""

@@ -99,7 +99,7 @@ def _run(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str,
         config={**cfg.model_dump(mode="json"), "client": cfg.client_name,
                 "nodes": cfg.node_count, "nemesis": list(cfg.faults) or ["none"]},
         seed=cfg.seed,
-        versions=versions(cfg.backend, cfg.client_name),
+        versions=versions(cfg.backend, cfg.client_name, cfg.client_options),
     )
     test_record.write(run_dir / "test.json", test)
     log.info("run %s in %s", run_id, run_dir)

@@ -17,6 +17,7 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -72,10 +73,12 @@ def _first_line(argv: list[str]) -> str | None:
     return text.splitlines()[0] if text else None
 
 
-def versions(backend: str, client: str | None = None) -> dict[str, str | None]:
+def versions(backend: str, client: str | None = None,
+             client_options: Mapping[str, Any] | None = None) -> dict[str, str | None]:
     """What ran, for test.json: fencecheck, Python, the kernel, the backend's server, the Python
     lock libraries, and under "client" the lock client in the comparison's words with the
-    version it ran (its Python distribution's, or what its shipped program pins)."""
+    version it ran (its Python distribution's, or what its shipped program pins, or the
+    release its `version` option built it against)."""
     out: dict[str, str | None] = {
         "fencecheck": version("fencecheck"),
         "python": platform.python_version(),
@@ -92,13 +95,14 @@ def versions(backend: str, client: str | None = None) -> dict[str, str | None]:
             out[f"py:{lib}"] = version(lib)
     desc = next((c for c in b.clients if c.name == client), None) if b is not None else None
     if desc is not None and desc.library:
-        out["client"] = desc.library + _client_version(desc.name, desc.dist)
+        built = (client_options or {}).get("version")
+        out["client"] = desc.library + _client_version(desc.name, desc.dist, built)
     return out
 
 
-def _client_version(name: str, dist: str | None) -> str:
+def _client_version(name: str, dist: str | None, built: Any = None) -> str:
     """" [dist version]" for a client on a Python distribution, " [label version]" for a
-    shipped program that pins one, else ""."""
+    shipped program that pins one (or is built against `built`), else ""."""
     if dist is not None:
         try:
             return f" [{dist} {version(dist)}]"
@@ -107,4 +111,6 @@ def _client_version(name: str, dist: str | None) -> str:
     from fencecheck.workloads.clients.build import pinned
 
     pin = pinned(name)
+    if pin and isinstance(built, str):
+        pin = f"{pin.rsplit(' ', 1)[0]} {built}"
     return f" [{pin}]" if pin else ""

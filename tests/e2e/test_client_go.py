@@ -42,8 +42,8 @@ def built() -> None:
         pytest.fail(str(e))  # the README's test command builds them: not a skip
 
 
-def grants(store: Path, name: str) -> list[Any]:
-    ops = load_ops(store / name / "latest" / "history.jsonl")
+def grants(run_dir: Path) -> list[Any]:
+    ops = load_ops(run_dir / "history.jsonl")
     return [o for o in ops if o.f == "acquire" and o.ok]
 
 
@@ -73,7 +73,7 @@ def test_client_go_paused_unfenced_is_caught_and_fenced_by_resource_version_stop
     assert code in (0, 1) and kinds(results) <= {"double-grant"}, kinds(results)
     assert results["checks"]["fencing"].get("skipped") is None  # the tokens were judged
     assert results["stats"]["writes_rejected_by_fence"] > 0  # a paused holder was stopped
-    ok = grants(tmp_path, "client-go-fenced")
+    ok = grants(tmp_path / "client-go-fenced" / "latest")
     assert len(ok) > 3 and all(isinstance(o.get("token"), int) for o in ok)
     for a in ok:  # a grant that completed before another was asked for has the lower token
         for b in ok:
@@ -107,6 +107,16 @@ def test_a_client_clock_bump_misleads_wall_clock_leases_but_not_client_go(
     assert any(o.f == "start-client-clock" and o.ok for o in ops), "no clock was moved"
     found_or_retry(tmp_path, "python-clock", {"double-grant"}, python, *clock, "--client",
                    "kubernetes-python")
+    # kubernetes-python's acquires say which clock the library judged the Lease by; a Lease
+    # taken from a live holder shows the library's time.time() had seen the record unchanged
+    # for longer than the monotonic clock had
+    taken = [o for p in tmp_path.glob("python-clock-*/latest") for o in grants(p)]
+    assert taken and all(o.get("evidence", {}).get("time_source") == "time.time()"
+                         for o in taken)
+    over = [o.get("evidence")["took_over"] for o in taken
+            if "took_over" in o.get("evidence", {})]
+    assert any(t["wall_elapsed_ms"] >= t["lease_duration_s"] * 1000 > t["monotonic_elapsed_ms"]
+               for t in over), over
 
 
 class _EnvFault:

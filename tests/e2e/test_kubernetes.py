@@ -165,7 +165,7 @@ def test_the_nightly_manifests_pass_a_server_side_dry_run(
     ns = "fencecheck-nightly"
     client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata={"name": ns}))
     made = []
-    for name in ("nightly-job.yaml", "merge-job.yaml"):
+    for name in ("nightly/nightly-job.yaml", "merge/merge-job.yaml"):
         made += utils.create_from_yaml(api, str(EXAMPLES / name), namespace=ns, dry_run="All")
     got = {(o.kind, o.metadata.name) for objs in made for o in objs}
     assert got == {("PersistentVolumeClaim", "fencecheck-results"),

@@ -98,6 +98,20 @@ def test_missing_file_and_unknown_only_exit_3(tmp_path: Path) -> None:
     assert code == 3 and "--only" in err and "'ghost'" in err, err
 
 
+def test_only_refuses_an_unbuilt_client_in_its_own_rows_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row left out by --only is read, not readied: another row's unbuilt client program (as
+    a plugin's shipped client is, in `fencecheck libraries` output) does not refuse it."""
+    monkeypatch.setenv("FENCECHECK_CLIENT_CACHE", str(tmp_path / "empty-cache"))
+    path = matrix_file(tmp_path, f'[[row]]\n{GOOD_ROW}\n[[row]]\nname = "go"\n'
+                       'backend = "redlock"\nclient = "go-redsync"\nexpect = "must-pass"\n')
+    assert [r.label for r in load_matrix(path, tmp_path / "s", ["ok"]).rows] == ["ok"]
+    with pytest.raises(MatrixError, match=r"row .go. \(#2\): client: .*build go-redsync"):
+        load_matrix(path, tmp_path / "s", ["go"])
+    with pytest.raises(MatrixError, match="not built"):
+        load_matrix(path, tmp_path / "s")
+
+
 def test_bad_row_through_the_real_cli_has_no_traceback(tmp_path: Path) -> None:
     path = matrix_file(tmp_path, '[[row]]\nname = "x"\nbackend = "mongodb"\nexpect = "must-find"')
     r = run_fencecheck("matrix", str(path), "--store", str(tmp_path / "s"), timeout=60)

@@ -34,6 +34,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from fencecheck.cli.build import recipes
+from fencecheck.clusters.kube import node_build
 from fencecheck.clusters.services import kube_build
 from fencecheck.descriptors import catalog
 from fencecheck.workloads.clients import build
@@ -156,7 +157,7 @@ def _hashed_files(b: build.ClientBuild) -> list[Path]:
 
 def _needed_files() -> list[str]:
     """Every file a build reads from the package: each shipped client's sources and the
-    manifest of its recipe, and kube-apiserver's go.mod and go.sum."""
+    manifest of its recipe, and the go.mod and go.sum of kube-apiserver and kube-node."""
     shipped = {c.name for c in catalog.clients().values() if c.program is not None}
     assert shipped and shipped == set(build.BUILDS), "a shipped client has no build recipe"
     need: list[str] = []
@@ -167,7 +168,8 @@ def _needed_files() -> list[str]:
         for kind, manifests in MANIFESTS.items():
             if b.recipe.startswith(kind):
                 need += [_wheel_path(build.HERE / b.source / m) for m in manifests]
-    need += [_wheel_path(kube_build.MODULE / m) for m in ("go.mod", "go.sum")]
+    need += [_wheel_path(mod / m) for mod in (kube_build.MODULE, node_build.MODULE)
+             for m in ("go.mod", "go.sum")]
     return list(dict.fromkeys(need))
 
 
@@ -236,7 +238,8 @@ def test_build_dry_run_names_every_recipe_from_the_install(install: Install) -> 
     servers = {b.server_build for b in catalog.backends().values() if b.server_build}
     server_names = {importlib.import_module(s).NAME for s in servers}
     assert {"kube-apiserver", "nats-server", "hazelcast", "consul"} <= server_names
-    assert named == set(recipes()) == set(build.BUILDS) | server_names
+    # kube-node (fencecheck kube's one-node cluster) is no backend's: built only when named
+    assert named == set(recipes()) == set(build.BUILDS) | server_names | {"kube-node"}
     # the sources it builds from are the installed package's, not the checkout's
     assert str(REPO) not in r.stdout
     assert "site-packages/fencecheck/workloads/clients/go/client-go" in r.stdout

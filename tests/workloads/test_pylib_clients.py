@@ -166,9 +166,15 @@ def test_library_renewer_keeps_the_lock_past_its_expiry(redis_server: Server, cl
     closing += [a, b]
     lock = name()
     g = a.acquire(lock, 1000, 1.0)
+    t0 = time.monotonic_ns()
     time.sleep(2.5)  # two and a half leases: only the library's renewer keeps it
     assert_waits_then_times_out(b, lock, 1000)
-    a.release(g)
+    evidence = a.release(g)["evidence"]  # the renewer's extends (checker/steps/renewals.py)
+    assert evidence["renewer"] in ("renewal thread", "watchdog")
+    assert evidence["expire_ms"] == 1000
+    extends = evidence["renewals"]
+    assert sum(e["ok"] for e in extends) >= 2, extends
+    assert all(t0 - 10**9 < e["mono_ns"] < time.monotonic_ns() for e in extends)
     b.release(b.acquire(lock, 1000, 1.0))
 
 

@@ -177,6 +177,49 @@ def test_fail_is_definite_and_unknown_commands_are_refused(tmp_path: Path) -> No
     assert "Traceback" not in code.stderr
 
 
+EVIDENT = '''
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    ev = {"identity": "me", "steps": [{"op": "write", "at_ns": -5000000}]}
+    status = "ok" if r["op"] == "acquire" else "fail"
+    print(json.dumps({"id": r["id"], "status": status, "token": 7, "error": "not-held",
+                      "evidence": ev}), flush=True)
+'''
+
+
+def test_a_programs_evidence_reaches_the_history_on_the_historys_clock(tmp_path: Path) -> None:
+    # The reply's evidence (docs/client-protocol.md) goes into the op's value under "evidence",
+    # on ok and on fail alike; an entry's at_ns (before the request was read, here) becomes
+    # `time`, ns since the run's t0, as the event log writes it.
+    from fencecheck.workloads.eventlog import EventLog, read_log
+    from fencecheck.workloads.evidence import with_evidence
+
+    prog = tmp_path / "evident.py"
+    prog.write_text(EVIDENT)
+    client = StdioClient({"cmd": f"{sys.executable} {prog}", "endpoints": ["127.0.0.1:1"]})
+    t0 = time.monotonic_ns() - 10**9  # the run began a second ago
+    try:
+        sent = time.monotonic_ns()
+        grant = client.acquire("l", 1000, 1.0)
+        with pytest.raises(DefiniteFailure) as e:
+            client.release(grant)
+    finally:
+        client.close()
+    assert grant.evidence is not None
+    (entry,) = grant.evidence["evidence"]["steps"]
+    assert sent - 5_000_000 <= entry["mono_ns"] <= time.monotonic_ns() and "at_ns" not in entry
+    assert e.value.evidence is not None and e.value.evidence["identity"] == "me"
+    schema("reply").validate({"id": 1, "status": "fail", "evidence": {"steps": []}})
+    with EventLog(tmp_path / "log.jsonl", t0) as log:
+        log.write(0, "ok", "acquire", {"lock": "l", "token": 7, **grant.evidence})
+        log.write(0, "fail", "release", with_evidence({"lock": "l"}, e.value.evidence))
+    got = [ev["value"] for ev in read_log(tmp_path / "log.jsonl")]
+    assert got[0] is not None and got[1] is not None
+    assert got[0]["evidence"]["steps"][0]["time"] == entry["mono_ns"] - t0
+    assert got[1]["evidence"]["identity"] == "me" and "time" in got[1]["evidence"]["steps"][0]
+
+
 WRAPPER = '''
 """The documented Python example, misbehaving (sys.argv[1]) on every 6th request it reads."""
 import os, runpy, sys, time

@@ -33,6 +33,7 @@ from fencecheck.descriptors import catalog
 from fencecheck.descriptors.base import Program
 from fencecheck.toolchain import cache
 from fencecheck.workloads.base import WorkloadError
+from fencecheck.workloads.clients import jvm
 
 HERE = Path(__file__).resolve().parent
 BUILD_HINT = "fencecheck build"
@@ -59,19 +60,26 @@ def _javac(d: Path, classpath: str, main: str, shared: tuple[str, ...]) -> list[
 
 
 def _maven_javac(d: Path, main: str, shared: tuple[str, ...]) -> list[list[str]]:
-    return [MAVEN_COPY, _javac(d, str(d / "lib" / "*"), main, shared)]
+    return [MAVEN_COPY, _javac(d, str(d / "lib" / "*"), main, shared), jvm.pack(d)]
 
 
-def _go_build(d: Path, binary: str) -> list[list[str]]:
+def _go_build(d: Path, binary: str, moved: tuple[str, ...] = (),
+              indirect: tuple[str, ...] = ()) -> list[list[str]]:
     # go.mod's replace names the library where it is in the source tree (../stdio beside a
-    # nested client); in the build folder it is ./stdio.
-    return [["go", "mod", "edit", "-replace=fencecheck/stdio=./stdio"],
+    # nested client); in the build folder it is ./stdio. `moved`: module@version requirements
+    # of a version build, set (and go.sum completed) before the build, after dropping the
+    # pinned release's indirect requirements (`indirect`), which would hold the older release's
+    # dependencies at versions it cannot build with.
+    drop = [["go", "mod", "edit", *(f"-droprequire={m}" for m in indirect)]] if indirect else []
+    at = [*drop, ["go", "get", *moved], ["go", "mod", "tidy"]] if moved else []
+    return [["go", "mod", "edit", "-replace=fencecheck/stdio=./stdio"], *at,
             ["go", "build", "-mod=readonly", "-trimpath", "-o", str(d / binary), "."]]
 
 
-def _java_run(d: Path) -> list[str]:
-    return ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-cp", f"{d / 'classes'}:{d / 'lib' / '*'}"]
+def _indirect(source: str) -> tuple[str, ...]:
+    """The indirect requirements of a go program's go.mod."""
+    text = (HERE / source / "go.mod").read_text()
+    return tuple(re.findall(r"^\s*(\S+)\s+v\S+\s+//\s*indirect\s*$", text, re.M))
 
 
 class NotBuilt(WorkloadError):
@@ -89,6 +97,7 @@ class ClientBuild:
     recipe: str  # part of the hash: a changed recipe is a new build
     shared: tuple[str, ...] = ()  # folders under workloads/clients/ of the libraries it uses
     toolchain: str = "go"  # what builds it (and runs it): a key of fencecheck.toolchain.tools
+    archive: bool = False  # a JVM program: a class-data-sharing archive follows its build (jvm)
 
 
 def _go(name: str, source: str, binary: str) -> ClientBuild:
@@ -99,7 +108,8 @@ def _go(name: str, source: str, binary: str) -> ClientBuild:
 def _maven(name: str, source: str, main: str, *args: str,
            shared: tuple[str, ...] = (JAVA_STDIO,)) -> ClientBuild:
     return ClientBuild(name, source, lambda d: _maven_javac(d, main, shared),
-                       lambda d: [*_java_run(d), main, *args], "mvn+javac v2", shared, "maven")
+                       lambda d: jvm.argv(d, jvm.classpath(d), main, args), "mvn+javac+jar v3",
+                       shared, "maven", archive=True)
 
 
 def _npm(name: str, source: str, script: str) -> ClientBuild:
@@ -111,10 +121,9 @@ def _npm(name: str, source: str, script: str) -> ClientBuild:
 
 def _debian_javac(name: str, source: str, main: str) -> ClientBuild:
     return ClientBuild(
-        name, source, lambda d: [_javac(d, JAVA_CLASSPATH, main, (JAVA_STDIO,))],
-        lambda d: ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                   "-cp", f"{d / 'classes'}:{JAVA_CLASSPATH}", main],
-        "javac v2 " + JAVA_CLASSPATH, (JAVA_STDIO,), "javac")
+        name, source, lambda d: [_javac(d, JAVA_CLASSPATH, main, (JAVA_STDIO,)), jvm.pack(d)],
+        lambda d: jvm.argv(d, jvm.classpath(d, JAVA_CLASSPATH), main),
+        "javac+jar v3 " + JAVA_CLASSPATH, (JAVA_STDIO,), "javac", archive=True)
 
 
 def client_build(name: str, program: Program) -> ClientBuild:
@@ -146,6 +155,37 @@ def programs() -> dict[str, Program]:
 @memo
 def _builds() -> dict[str, ClientBuild]:
     return {n: client_build(n, p) for n, p in programs().items()}
+
+
+def version_build(name: str, version: str | None) -> str:
+    """The build a client runs with the client option `version`: `name` itself for none (or
+    the pinned one), else `name@version`, one of its program's `versions` (WorkloadError
+    naming them otherwise)."""
+    if version is None:
+        return name
+    program = programs().get(name)
+    pin = pinned(name)
+    if program is None or (pin is not None and pin.split()[-1] == version):
+        return name
+    if version not in program.versions:
+        known = ", ".join(program.versions) or "none but the pinned one"
+        raise WorkloadError(f"client {name}: option version={version!r}: no build of that "
+                            f"version (known: {known})")
+    return f"{name}@{version}"
+
+
+@memo
+def _variant(name: str, version: str) -> ClientBuild:
+    """The build of `name` against another release of its pinned dependency."""
+    program = programs()[name]
+    if program.build != "go" or program.pins is None:
+        raise WorkloadError(f"client {name}: only a go program builds other versions")
+    moved = tuple(f"{m}@{version}" for m in (program.pins[0], *program.moves_with))
+    indirect = _indirect(program.source)
+    return ClientBuild(f"{name}@{version}", program.source,
+                       lambda d: _go_build(d, program.entry, moved, indirect),
+                       lambda d: [str(d / program.entry)], "go build v2 " + " ".join(moved),
+                       (GO_STDIO,), "go")
 
 
 def __getattr__(name: str) -> Any:
@@ -212,6 +252,10 @@ def build_dir(name: str) -> Path:
 
 def _get(name: str) -> ClientBuild:
     builds = _builds()
+    if "@" in name:  # a version build: NAME@VERSION
+        base, version = name.split("@", 1)
+        if version_build(base, version) == name:
+            return _variant(base, version)
     try:
         return builds[name]
     except KeyError:
@@ -235,10 +279,21 @@ def _fill(build: ClientBuild, folder: Path) -> None:
 
 
 def build(name: str) -> tuple[Path, bool]:
-    """Build `name` unless its folder is already there. Returns (folder, whether it built)."""
+    """Build `name` unless its folder is already there, and a JVM program's class-data archive
+    unless its folder is (workloads/clients/jvm.py). Returns (folder, whether it built)."""
     b = _get(name)
     final = build_dir(name)
-    return final, cache.run(final, name, lambda d: _fill(b, d), b.steps, WorkloadError)
+    built = cache.run(final, name, lambda d: _fill(b, d), b.steps, WorkloadError)
+    if b.archive:
+        cds = jvm.cds_dir(final)
+        if built and cds.exists():
+            shutil.rmtree(cds)  # dumped against the jars just replaced
+
+        def train(d: Path) -> None:
+            jvm.train(b.run(final), d, f"{name}-cds")
+
+        built |= cache.run(cds, f"{name}-cds", train, lambda d: [], WorkloadError)
+    return final, built
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -54,6 +54,7 @@ from fencecheck.workloads import options as opts
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
 from fencecheck.workloads.clients.kube_keeper import Keeper, KeeperApi
 from fencecheck.workloads.clients.polling import poll
+from fencecheck.workloads.evidence import EVIDENCE
 from fencecheck.workloads.notices import Sink
 
 log = logging.getLogger(__name__)
@@ -113,15 +114,21 @@ class _LeaseApi:
         return self.written
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Term:
-    """A grant's handle: the candidate that won (its election state and identity), and with
-    notices on, the library's own renew loop kept for it (workloads/clients/kube_keeper.py)."""
+    """A grant's handle: the candidate that won (its election state and identity); what the
+    library had observed of the Lease: its record's holder and when it saw it change, by the
+    library's clock (time.time(), ms) and by CLOCK_MONOTONIC (ns), the evidence of how it
+    judged the Lease expired; and with notices on, the library's own renew loop kept for it
+    (workloads/clients/kube_keeper.py)."""
 
     election: Any
     lock: Any
     identity: str
     keeper: Keeper | None = None
+    observed: tuple[str | None, int, int] | None = None  # (holder, wall ms, monotonic ns)
+    # at the start of the last step: time.time(), monotonic ns, and `observed` then
+    last_step: tuple[float, int, tuple[str | None, int, int] | None] = (0.0, 0, None)
 
 
 class KubernetesPythonClient:
@@ -169,7 +176,8 @@ class KubernetesPythonClient:
         token = _token(written)
         if self.sink is not None:
             term = self._keep(term, lock, token, lease_ms, self.sink)
-        return Grant(lock, token, lease_ms, term, attempt_ns=sent)
+        return Grant(lock, token, lease_ms, term, attempt_ns=sent,
+                     evidence={EVIDENCE: _took_over(term)})
 
     def on_notice(self, sink: Sink) -> None:
         self.sink = sink
@@ -186,7 +194,8 @@ class KubernetesPythonClient:
         election = lib[0](_config(lease_lock, self.options, lease_ms))
         keeper = Keeper(election, api, lambda: sink(lock, token, "onstopped_leading"))
         self.keepers.append(keeper)
-        return _Term(term.election, term.lock, term.identity, keeper)
+        return _Term(term.election, term.lock, term.identity, keeper, term.observed,
+                     term.last_step)
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         term: _Term = grant.handle
@@ -242,7 +251,14 @@ class KubernetesPythonClient:
     def _step(self, term: _Term, what: str) -> Any:
         """One `try_acquire_or_renew`: the Lease written if it leads now, None if not."""
         self.api.reset()
+        seen = term.election.observed_time_milliseconds
+        term.last_step = (time.time(), time.monotonic_ns(), term.observed)
         won = self._call(term.election.try_acquire_or_renew, what)
+        record = term.election.observed_record
+        if term.election.observed_time_milliseconds != seen and record is not None:
+            # the library saw the record change in this call: when, by both clocks
+            term.observed = (record.holder_identity, term.election.observed_time_milliseconds,
+                             term.last_step[1])
         return self.api.written if won else None
 
     def _call(self, call: Callable[[], Any], what: str) -> Any:
@@ -261,6 +277,21 @@ class KubernetesPythonClient:
         if self.api.invalid is not None:
             raise DefiniteFailure("invalid", f"{what}: {self.api.invalid}")
         return result
+
+
+def _took_over(term: _Term) -> dict[str, Any]:
+    """An acquire's evidence: the candidate, the library's time source, and the record it took
+    the Lease over from (its holder, and how long the library had seen it unchanged by its own
+    clock and by the monotonic one) when it took it from another holder."""
+    out: dict[str, Any] = {"identity": term.identity, "time_source": "time.time()"}
+    wall, mono, prior = term.last_step
+    if prior is not None and prior[0] and prior[0] != term.identity:
+        holder, seen_ms, seen_ns = prior
+        out["took_over"] = {
+            "holder": holder, "lease_duration_s": term.election.election_config.lease_duration,
+            "wall_elapsed_ms": int(wall * 1000) - seen_ms,
+            "monotonic_elapsed_ms": (mono - seen_ns) // 1_000_000}
+    return out
 
 
 def check_settings(options: Mapping[str, Any], lease_ms: int) -> None:

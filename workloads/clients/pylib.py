@@ -6,11 +6,14 @@ independent masters, with its watchdog), `Etcd3Client` ("etcd3": python-etcd3's 
 
 Two of them renew behind the caller's back: python-redis-lock's daemon thread extends the key
 every 2/3 of its expiry, aioredlock's watchdog task every 0.6 of the lease. Those renewals are not
-in the history (they would interleave with the worker's own operations), so the checker sees a
-grant surely held only for the lease after its acquire; the real hold is longer. That can only
-make a check quieter, never louder, which is the direction the verdict may err in. A stopped
-process stops its renewer too, which is the case these libraries get wrong: after the pause the
-main thread carries on writing while the renewer finds the lock gone.
+operations in the history (they would interleave with the worker's own operations), so the
+checker sees a grant surely held only for the lease after its acquire; the real hold is longer.
+That can only make a check quieter, never louder, which is the direction the verdict may err in.
+A stopped process stops its renewer too, which is the case these libraries get wrong: after the
+pause the main thread carries on writing while the renewer finds the lock gone. Each extend the
+renewer made is kept as evidence (workloads/evidence.py) in the value of the grant's release
+("renewals": time, outcome; with "renewer" and "expire_ms"), which checker/steps/renewals.py
+reads to say when the renewer last kept the lock.
 
 No hidden retries: each library's own retry knob is set to one attempt, and acquire polls (each
 poll one attempt) until its timeout. Errors: a definite refusal (held, not the owner) is
@@ -23,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import threading
+import time
 from collections.abc import Coroutine, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
@@ -34,6 +39,7 @@ from fencecheck.workloads import options as opts
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
 from fencecheck.workloads.clients.polling import poll
 from fencecheck.workloads.clients.redis import RedisConn
+from fencecheck.workloads.evidence import EVIDENCE
 
 T = TypeVar("T")
 
@@ -53,12 +59,14 @@ class PythonRedisLockClient:
 
         self._lib = redis_lock
         self._redis = RedisConn.from_options(options)
+        redis_lock.Lock.register_scripts(self._redis.client)
         self.poll_s = _poll_s(options)
         self.prefix = str(options.get("key_prefix", "fc:"))
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
-        handle = self._lib.Lock(self._redis.client, f"{self.prefix}{lock}",
-                                expire=max(1, math.ceil(lease_ms / 1000)), auto_renewal=True)
+        handle = _recording_lock(self._lib)(self._redis.client, f"{self.prefix}{lock}",
+                                            expire=max(1, math.ceil(lease_ms / 1000)),
+                                            auto_renewal=True)
         # blocking=False: one SET NX per call. The library's blocking wait is a BLPOP that
         # outlives the socket timeout, which would turn every wait into an `info`.
         _, sent = poll(lock, timeout_s,
@@ -74,15 +82,47 @@ class PythonRedisLockClient:
             raise DefiniteFailure("not-owner", str(e)) from None
         return Grant(grant.lock, grant.token, lease_ms, handle)
 
-    def release(self, grant: Grant) -> None:
+    def release(self, grant: Grant) -> Mapping[str, Any]:
         handle = grant.handle
+        evidence = _renewals("renewal thread", handle.renewals, handle._expire * 1000)
         try:
             self._redis.call(handle.release)
         except self._lib.NotAcquired as e:
-            raise DefiniteFailure("not-owner", str(e)) from None
+            raise DefiniteFailure("not-owner", str(e), evidence) from None
+        return {EVIDENCE: evidence}
 
     def close(self) -> None:
         self._redis.close()
+
+
+def _renewals(renewer: str, extends: list[dict[str, Any]], expire_ms: float) -> dict[str, Any]:
+    return {"renewer": renewer, "expire_ms": int(expire_ms), "renewals": list(extends)}
+
+
+@functools.cache
+def _recording_lock(lib: Any) -> Any:
+    """python-redis-lock's Lock keeping every extend its renewal thread made (its evidence).
+    (The library registers its scripts once per process, on the class first used: the
+    client registers them on Lock itself first, so that this subclass inherits them.)"""
+
+    class RecordingLock(lib.Lock):  # type: ignore[misc,name-defined]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.renewals: list[dict[str, Any]] = []
+            super().__init__(*args, **kwargs)
+
+        def extend(self, expire: Any = None) -> Any:
+            if threading.current_thread() is not self._lock_renewal_thread:
+                return super().extend(expire=expire)  # the caller's renew: in the history
+            at = time.monotonic_ns()
+            try:
+                out = super().extend(expire=expire)
+            except Exception as e:
+                self.renewals.append({"mono_ns": at, "ok": False, "error": type(e).__name__})
+                raise
+            self.renewals.append({"mono_ns": at, "ok": True})
+            return out
+
+    return RecordingLock
 
 
 class _Loop:
@@ -126,7 +166,7 @@ class AioredlockClient:
 
     def _manager(self, lease_ms: int) -> Any:
         if lease_ms not in self._managers:
-            self._managers[lease_ms] = self._lib.Aioredlock(
+            self._managers[lease_ms] = _recording_manager(self._lib)(
                 self.endpoints, retry_count=1, internal_lock_timeout=lease_ms / 1000.0)
         return self._managers[lease_ms]
 
@@ -161,9 +201,16 @@ class AioredlockClient:
             raise DefiniteFailure("not-owner", str(e)) from None
         return Grant(grant.lock, grant.token, lease_ms, grant.handle)
 
-    def release(self, grant: Grant) -> None:
+    def release(self, grant: Grant) -> Mapping[str, Any]:
         manager, handle = grant.handle
-        self._run(manager.unlock(handle))
+        evidence = _renewals("watchdog", manager.renewals.pop(handle.id, []),
+                             manager.internal_lock_timeout * 1000)
+        try:
+            self._run(manager.unlock(handle))
+        except (DefiniteFailure, Indeterminate) as e:
+            e.evidence = evidence
+            raise
+        return {EVIDENCE: evidence}
 
     def close(self) -> None:
         for manager in self._managers.values():
@@ -171,6 +218,31 @@ class AioredlockClient:
             with contextlib.suppress(Exception):
                 self._loop.run(manager.destroy(), self.op_timeout_s)
         self._loop.close()
+
+
+def _recording_manager(lib: Any) -> Any:
+    """aioredlock's Aioredlock keeping, per lock, every extend its watchdog made."""
+
+    class RecordingManager(lib.Aioredlock):  # type: ignore[misc,name-defined]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.renewals: dict[str, list[dict[str, Any]]] = {}
+
+        async def extend(self, lock: Any, lock_timeout: Any = None) -> Any:
+            task = asyncio.current_task()
+            if task is None or task not in self._watchdogs.values():
+                return await super().extend(lock, lock_timeout)  # the caller's renew
+            at = time.monotonic_ns()
+            log = self.renewals.setdefault(lock.id, [])
+            try:
+                out = await super().extend(lock, lock_timeout)
+            except Exception as e:
+                log.append({"mono_ns": at, "ok": False, "error": type(e).__name__})
+                raise
+            log.append({"mono_ns": at, "ok": True})
+            return out
+
+    return RecordingManager
 
 
 class Etcd3Client:

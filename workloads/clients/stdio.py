@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
+from fencecheck.workloads.evidence import EVIDENCE, anchor
 from fencecheck.workloads.notices import Sink
 from fencecheck.workloads.options import endpoints, op_timeout_s
 
@@ -228,7 +229,15 @@ def parse_reply(line: bytes, request_id: int) -> dict[str, Any]:
     error = reply.get("error")
     if error is not None and not isinstance(error, str):
         raise Indeterminate("client-protocol", f"error {error!r} is not a string")
+    evidence = reply.get("evidence")
+    if evidence is not None and not isinstance(evidence, dict):
+        raise Indeterminate("client-protocol", f"evidence {evidence!r} is not an object")
     return reply
+
+
+def _ok_value(reply: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What an ok reply adds to the op's value: the program's evidence, if it sent any."""
+    return {EVIDENCE: reply["evidence"]} if reply.get("evidence") else None
 
 
 class StdioClient:
@@ -293,12 +302,14 @@ class StdioClient:
             self._replace(program)
             raise
         program.fresh = False
+        evidence = anchor(reply["evidence"], sent) if reply.get("evidence") else None
         if reply["status"] == "fail":
-            raise DefiniteFailure(reply.get("error") or "refused")
+            raise DefiniteFailure(reply.get("error") or "refused", evidence=evidence)
         if reply["status"] == "info":
-            raise Indeterminate(reply.get("error") or "unknown")
+            raise Indeterminate(reply.get("error") or "unknown", evidence=evidence)
         if reply.get("attempt_ns") is not None:
             reply["attempt_monotonic_ns"] = sent + int(reply["attempt_ns"])
+        reply["evidence"] = evidence
         return reply
 
     def _replace(self, program: _Program) -> None:
@@ -310,16 +321,17 @@ class StdioClient:
         reply = self._call({"op": "acquire", "lock": lock, "lease_ms": lease_ms,
                             "timeout_ms": int(timeout_s * 1000)}, timeout_s)
         return Grant(lock, reply.get("token"), lease_ms,
-                     attempt_ns=reply.get("attempt_monotonic_ns"))
+                     attempt_ns=reply.get("attempt_monotonic_ns"), evidence=_ok_value(reply))
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
-        self._call({"op": "renew", "lock": grant.lock, "token": grant.token,
-                    "lease_ms": lease_ms}, self.op_timeout_s)
-        return Grant(grant.lock, grant.token, lease_ms, grant.handle)
+        reply = self._call({"op": "renew", "lock": grant.lock, "token": grant.token,
+                            "lease_ms": lease_ms}, self.op_timeout_s)
+        return Grant(grant.lock, grant.token, lease_ms, grant.handle, evidence=_ok_value(reply))
 
-    def release(self, grant: Grant) -> None:
-        self._call({"op": "release", "lock": grant.lock, "token": grant.token},
-                   self.op_timeout_s)
+    def release(self, grant: Grant) -> Mapping[str, Any] | None:
+        reply = self._call({"op": "release", "lock": grant.lock, "token": grant.token},
+                           self.op_timeout_s)
+        return _ok_value(reply)
 
     def close(self) -> None:
         if self.program is not None:

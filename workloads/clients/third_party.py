@@ -24,7 +24,9 @@ that cannot start, before a run creates anything. The programs:
   unlock (both refresh the CP session).
 - `client-go`: Kubernetes' client-go leader election (tools/leaderelection, a LeaseLock) on the
   `kubernetes` backend; token = the Lease's resourceVersion of the write that won; renewal by
-  the elector itself (a renew answers once it has renewed), release by ReleaseOnCancel.
+  the elector itself (a renew answers once it has renewed), release by ReleaseOnCancel;
+  `--client-opt version=v0.34.0` runs it built against another client-go release (its
+  descriptor's `versions`; `fencecheck build client-go@v0.34.0`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fencecheck.workloads.base import WorkloadError
-from fencecheck.workloads.clients.build import BUILDS, command
+from fencecheck.workloads.clients.build import BUILDS, command, version_build
 from fencecheck.workloads.clients.stdio import StdioClient, parse_cmd
 
 
@@ -48,14 +50,16 @@ class ShippedClient(StdioClient):
         if not isinstance(program, str) or not program:
             raise WorkloadError("a shipped client needs its program's name (option 'program')")
         self.name = program
-        super().__init__({**options, "cmd": command(program)})
+        super().__init__({**options, "cmd": command(version_build(program,
+                                                                  options.get("version")))})
 
 
 def check_ready(client: str, options: Mapping[str, Any]) -> None:
-    """WorkloadError (one line, with the fix) if `client` is a shipped client that is not built,
-    or the stdio client with a command that is not there."""
+    """WorkloadError (one line, with the fix) if `client` is a shipped client that is not built
+    (in the version its `version` option asks for), or the stdio client with a command that is
+    not there."""
     if client in BUILDS:
-        argv = command(client)
+        argv = command(version_build(client, options.get("version")))
     elif client == "stdio":
         if not options.get("cmd"):
             raise WorkloadError("the stdio client needs a program: --client-cmd \"CMD ARGS\"")

@@ -47,6 +47,7 @@ from fencecheck.workloads.base import (
     WorkloadError,
 )
 from fencecheck.workloads.eventlog import EventLog
+from fencecheck.workloads.evidence import with_evidence
 from fencecheck.workloads.notices import NoticeBoard
 from fencecheck.workloads.registry import hosted, make_client, make_resource, workload_class
 
@@ -182,10 +183,10 @@ class Worker:
             # inside the try: a plugin's malformed result is recorded, not a crash
             done = value if ok_value is None else ok_value(result)
         except DefiniteFailure as e:
-            self.events.write(process, "fail", f, value, e.error)
+            self.events.write(process, "fail", f, with_evidence(value, e.evidence), e.error)
             return Outcome("fail", None, t)
         except Indeterminate as e:
-            self.events.write(process, "info", f, value, e.error)
+            self.events.write(process, "info", f, with_evidence(value, e.evidence), e.error)
             self.generation += 1
             return Outcome("info", None, t)
         except Exception as e:
@@ -238,7 +239,7 @@ class Worker:
         out: dict[str, Any] = {"lock": lock, "lease_ms": self.config.lease_ms, "token": g.token}
         if g.attempt_ns is not None:
             out["attempt_ns"] = max(0, g.attempt_ns - self.events.t0_ns)
-        return out
+        return {**out, **(g.evidence or {})}
 
     def _section(self, grant: Grant) -> Grant | None:
         """Reads and writes under `grant`. Returns the grant to release, or None to drop it."""

@@ -36,6 +36,25 @@ class FaultSettings(BaseModel):
         default="holder",
         description="holder: a fault that waits for a grant starts right after a fresh one, "
         "aimed at its holder; random: at random times and targets")
+    delay_s: tuple[float, float] | None = Field(
+        default=None,
+        description="target=holder: seconds after the fresh grant the fault starts, LOW,HIGH, "
+        "drawn uniformly (default: at once; client-go's renew period: a random moment of it)")
+
+    @field_validator("delay_s", mode="before")
+    @classmethod
+    def _delay_pair(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            lo, _, hi = v.partition(",")
+            v = (lo, hi or lo)
+        return v
+
+    @field_validator("delay_s")
+    @classmethod
+    def _delay_range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not (0 <= v[0] <= v[1]):
+            raise ValueError("must be two numbers 0 <= low <= high")
+        return v
 
 
 def lease_hold_s(lease_ms: int) -> tuple[float, float]:

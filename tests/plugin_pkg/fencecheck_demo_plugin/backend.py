@@ -1,7 +1,11 @@
-"""The plugin's own backend, `demo-redis`: its descriptor, with its options model, its one
-client (the demo SET NX class) and that client's row in the comparison."""
+"""The plugin's own backend, `demo-redis`: its descriptor, with its options model, its two
+clients (the demo SET NX class, and the same lock as a shipped Go program, `demo-go-setnx`:
+its source folder go/setnx/ and its descriptor here, nothing else) and their rows in the
+comparison."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from fencecheck.descriptors.base import (
     KILL,
@@ -9,8 +13,13 @@ from fencecheck.descriptors.base import (
     BackendDescriptor,
     ClientDescriptor,
     Need,
+    Program,
     scenario,
 )
+
+# A plugin's program names its source folder by absolute path (the tree's own are relative to
+# fencecheck/workloads/clients/); it is package data of the installed plugin.
+GO = Path(__file__).resolve().parent / "go"
 
 BACKEND = BackendDescriptor(
     name="demo-redis",
@@ -26,6 +35,18 @@ BACKEND = BackendDescriptor(
                 scenario("none", "must-pass", fencing=None, concurrency=2, time_limit_s=4,
                          seeds=[1], backend_options={"port": 6391},
                          note="the plugin's own backend, client and row"),
+            ),
+        ),
+        ClientDescriptor(
+            "demo-go-setnx", "fencecheck.workloads.clients.third_party:ShippedClient",
+            token=None, library="the demo plugin's SET NX PX in Go",
+            options="fencecheck_demo_plugin.client:DemoClientOptions",
+            program=Program(str(GO / "setnx"), "go", "demo-go-setnx",
+                            pins=("github.com/redis/go-redis/v9", "go-redis")),
+            comparison=(
+                scenario("none", "must-pass", fencing=None, concurrency=2, time_limit_s=4,
+                         seeds=[1], backend_options={"port": 6392},
+                         note="the plugin's shipped Go program"),
             ),
         ),
     ),

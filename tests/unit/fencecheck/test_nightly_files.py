@@ -85,8 +85,19 @@ def _docs(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: str(e["value"]) for e in container.get("env", [])}
+
+
+def _expand(text: str, env: dict[str, str]) -> str:
+    """$NAME and ${NAME} as the shell expands them, $(NAME) as Kubernetes does in command and
+    args; an unknown name is left as it is."""
+    return re.sub(r"\$(?:\{(\w+)\}|\((\w+)\)|(\w+))",
+                  lambda m: env.get(m.group(1) or m.group(2) or m.group(3), m.group(0)), text)
+
+
 def test_kubernetes_indexed_job_covers_the_matrix_and_merges() -> None:
-    docs = _docs(EXAMPLES / "k8s" / "nightly-job.yaml")
+    docs = _docs(EXAMPLES / "k8s" / "nightly" / "nightly-job.yaml")
     job = next(d for d in docs if d["kind"] == "Job")
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed"
@@ -94,10 +105,12 @@ def test_kubernetes_indexed_job_covers_the_matrix_and_merges() -> None:
     assert spec["parallelism"] == count
     container = spec["template"]["spec"]["containers"][0]
     assert container["securityContext"]["privileged"] is True
+    env = _env(container)
+    assert env["SHARDS"] == str(count)  # the shard count the pods are told is the Job's
     script = "\n".join(container["args"])
     commands = []
     for index in range(count):  # Kubernetes sets JOB_COMPLETION_INDEX to 0..completions-1
-        commands += list(_commands(re.sub(r"\$\{?JOB_COMPLETION_INDEX\}?", str(index), script)))
+        commands += list(_commands(_expand(script, {**env, "JOB_COMPLETION_INDEX": str(index)})))
     shards = _shards(commands)
     _covers(shards, count)
     for c in commands:
@@ -106,9 +119,9 @@ def test_kubernetes_indexed_job_covers_the_matrix_and_merges() -> None:
     assert any(d["kind"] == "PersistentVolumeClaim" and d["metadata"]["name"] == claim
                for d in docs)
 
-    merge = _docs(EXAMPLES / "k8s" / "merge-job.yaml")[0]
+    merge = _docs(EXAMPLES / "k8s" / "merge" / "merge-job.yaml")[0]
     mspec = merge["spec"]["template"]["spec"]
-    argv = mspec["containers"][0]["command"]
+    argv = [_expand(a, _env(mspec["containers"][0])) for a in mspec["containers"][0]["command"]]
     assert argv[:2] == ["fencecheck", "merge"]
     ctx = _accepted(argv[1:])
     assert Path(ctx.params["file"]) == Path(commands[0][1])  # the file the shards ran
@@ -123,3 +136,63 @@ def test_kubernetes_indexed_job_covers_the_matrix_and_merges() -> None:
 def test_a_bad_option_is_caught_by_the_parser() -> None:
     with pytest.raises(click.UsageError):
         _accepted(["matrix", "examples/nightly.toml", "--shards", "0/4"])
+
+
+def test_the_local_overlays_change_only_the_image_and_the_results_volume() -> None:
+    """examples/k8s/local/: the same Jobs on fencecheck's one-node cluster (`fencecheck kube
+    up`), by kustomize: the image (imported, never pulled) and the results volume differ."""
+    k8s = EXAMPLES / "k8s"
+    node = yaml.safe_load((k8s / "local" / "node" / "kustomization.yaml").read_text())
+    assert node["kind"] == "Component"
+    (image,) = node["images"]
+    (patch,) = node["patches"]
+    assert patch["target"] == {"kind": "Job"}
+    ops = {o["path"]: o for o in yaml.safe_load(patch["patch"])}
+    assert set(ops) == {"/spec/template/spec/containers/0/imagePullPolicy",
+                        "/spec/template/spec/volumes/0"}
+    assert ops["/spec/template/spec/containers/0/imagePullPolicy"]["value"] == "Never"
+    volume = ops["/spec/template/spec/volumes/0"]["value"]
+    assert volume["name"] == "results" and "hostPath" in volume
+    for name in ("nightly", "merge"):
+        base = yaml.safe_load((k8s / name / "kustomization.yaml").read_text())
+        job = next(d for r in base["resources"] for d in _docs(k8s / name / r)
+                   if d["kind"] == "Job")
+        spec = job["spec"]["template"]["spec"]
+        # the patch replaces the results volume, the image transformer the image
+        assert spec["volumes"][0]["name"] == "results"
+        assert spec["containers"][0]["image"].split(":")[0] == image["name"]
+        local = yaml.safe_load((k8s / "local" / name / "kustomization.yaml").read_text())
+        assert local["resources"] == [f"../../{name}"] and local["components"] == ["../node"]
+    local = yaml.safe_load((k8s / "local" / "nightly" / "kustomization.yaml").read_text())
+    (drop,) = local["patches"]
+    claim = yaml.safe_load(drop["patch"])
+    assert claim["$patch"] == "delete" and claim["kind"] == "PersistentVolumeClaim"
+
+
+def test_the_merge_job_fails_naming_a_shard_that_wrote_nothing(tmp_path: Path) -> None:
+    """The merge Job's own command, on a results volume where shards 0 and 1 of 3 wrote their
+    manifests and shard 2 (killed on both attempts) none: exit 3, one line naming shard 2/3."""
+    from typer.testing import CliRunner
+
+    from fencecheck.fleet.shard import file_hash
+    from fencecheck.records import shard
+
+    matrix = tmp_path / "m.toml"
+    matrix.write_text((REPO / "benchmarks" / "k8s_job.toml").read_text())
+    results = tmp_path / "results"
+    for i in (0, 1):
+        out = results / f"shard-{i}" / "_matrix" / "nightly"
+        out.mkdir(parents=True)
+        shard.write(out / "shard.json", shard.ShardManifest(
+            matrix=matrix.name, matrix_sha256=file_hash(matrix),
+            shard=i, of=3, assigned=[], runs=[]))
+    merge = _docs(EXAMPLES / "k8s" / "merge" / "merge-job.yaml")[0]
+    container = merge["spec"]["template"]["spec"]["containers"][0]
+    mount = container["volumeMounts"][0]["mountPath"]
+    env = {**_env(container), "MATRIX": str(matrix)}
+    argv = [_expand(a, env).replace(mount, str(results)) for a in container["command"]]
+    r = CliRunner().invoke(app, argv[1:])
+    assert r.exit_code == 3, r.output
+    (line,) = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert "shard 2/3 missing" in line and "Traceback" not in r.output
+    assert not (results / "merged").exists()

@@ -44,8 +44,9 @@ def test_each_owner_keeps_its_options_whole() -> None:
     assert cfg.workload_options == {"think_ms": 5.0, "idle_ms": 10.0, "acquire_timeout_s": 5.0,
                                     "writes_per_section": 3, "renew": False}
     assert cfg.runtime_options == {"subnet": None}
-    assert cfg.fault_options == {"pause": {"target": "holder", "hold_s": [3.0, 4.0]},
-                                 "kill": {"target": "holder"}}
+    assert cfg.fault_options == {
+        "pause": {"target": "holder", "delay_s": None, "hold_s": [3.0, 4.0]},
+        "kill": {"target": "holder", "delay_s": None}}
     assert cfg.settings("backend") == {"persistence": "everysec"}
     assert cfg.pause_duration_s == (3.0, 4.0)
     # what test.json records is what a replay reads back
@@ -199,7 +200,8 @@ def test_help_lists_each_owners_options_from_its_model() -> None:
     text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", r.output).split())
     for shown in ("redis, redlock, redis-sentinel: persistence=off|everysec|always (default off)",
                   "ssh: hosts=A,B,...", "port=N (default 22)",
-                  "pause: target=holder|random|server (default holder), hold_s=LOW,HIGH",
+                  "pause: target=holder|random|server (default holder), delay_s=LOW,HIGH, "
+                  "hold_s=LOW,HIGH",
                   "lock: think_ms=N (default 20.0)", "cron: think_ms=N",
                   "idempotent=true|false (default false)", "--pause-target", "--think-ms"):
         assert shown in text, shown

@@ -44,8 +44,10 @@ class LongFault(FakeFault):
 
 
 def scheduler(seed: int = 1, *, ends_early: bool = True, waits: bool = True,
-              interval: tuple[float, float] = (1.0, 2.0)) -> Scheduler:
-    cfg = make_config(nemesis=("pause",), nemesis_interval_s=interval, time_limit_s=30)
+              interval: tuple[float, float] = (1.0, 2.0),
+              delay: tuple[float, float] = (0.0, 0.0)) -> Scheduler:
+    cfg = make_config(nemesis=("pause",), nemesis_interval_s=interval, time_limit_s=30,
+                      fault_options={"pause": {"delay_s": delay}})
     table = {"pause": ScheduledFault(LongFault("pause", Calls()), waits_for_grant=waits,
                                      ends_on_successor=ends_early)}
     rng = random.Random(seed)
@@ -173,6 +175,44 @@ def test_a_replay_plays_the_recorded_steps_then_nothing() -> None:
     assert starts[0][0] == 0.5 and stops[0] == 1.5
     assert starts[1][0] == 3.6  # 2.0 after the stop it waited, then the grant came
     assert len(stops) == 2 and s.finish() == []
+
+
+def test_a_pause_delay_starts_on_the_fresh_holder_a_drawn_moment_later() -> None:
+    # pause.delay_s (--pause-delay): the grant is seen at `at`; the fault starts within the
+    # drawn range after it, aimed at that grant's holder even though another worker holds by
+    # then, and the step records the delay so that a replay plays it again.
+    s = scheduler(ends_early=False, delay=(0.1, 0.3))
+    at = round(s.next_fault + 0.5, 2)
+    g = grant("c2", 5, at)
+    actions = drive(s, 8.0, {at: Observed([g], ["c2"], [g], completed=3),
+                             round(at + 0.05, 2): Observed([], ["c3"], [g], completed=4)})
+    t0, start = actions[0]
+    assert isinstance(start, StartFault) and start.fresh is g
+    assert start.step.value == "c2" and start.step.role == HOLDER and start.step.waited
+    delay = start.step.delay_s
+    assert delay is not None and 0.1 <= delay <= 0.3
+    assert abs((t0 - at) - delay) < 0.011
+    replayed = Scheduler(ReplayedSchedule([start.step]), random.Random(2), worker_target,
+                         WORKERS, ["n1"], start=0.0)
+    at2 = round(start.step.gap_s + 0.2, 2)
+    again = drive(replayed, 8.0, {at2: Observed([g], ["c2"], [g], completed=3)})
+    assert abs((again[0][0] - at2) - delay) < 0.011
+
+
+def test_without_a_pause_delay_the_seed_draws_as_before() -> None:
+    # the delay is drawn only when asked for: a seed's schedule is the one it always was (the
+    # first gap, the fault, then the hold, from the seed's rng); asking for one draws it before
+    # the hold
+    def first(delay: tuple[float, float]) -> tuple[float, float]:
+        s = scheduler(4, ends_early=False, delay=delay)
+        g = grant("c1", 5, 0.9)
+        (_, a), *_ = drive(s, 3.0, {0.9: Observed([g], ["c1"], [g], completed=2)})
+        assert isinstance(a, StartFault)
+        return a.step.gap_s, a.step.hold_s
+    rng = random.Random(4)
+    gap, _, hold = rng.uniform(0.0, 1.0), rng.choice(["pause"]), rng.uniform(4.0, 5.0)
+    assert first((0.0, 0.0)) == (round(gap, 3), round(hold, 3))
+    assert first((0.2, 0.2))[1] != round(hold, 3)
 
 
 def test_finish_stops_the_fault_still_active() -> None:

@@ -9,6 +9,12 @@
 // Update (the Lease client is wrapped to see it). Every acquire is a new candidate with its own
 // identity.
 //
+// Evidence (docs/client-protocol.md): every reply about a lock carries the candidate's identity
+// and each Get, Create and Update of the Lease its elector made since the last reply, with the
+// holder it read or wrote, the resourceVersion it wrote over (base_rv) and the one it read or
+// got back (rv), its outcome and when it was sent. The elector's release is the Update with an
+// empty holder: fencecheck's checker reads these to say which write let a second candidate in.
+//
 // Timing, from the client options (FENCECHECK_OPTIONS): lease_duration_ms, renew_deadline_ms,
 // retry_period_ms; by default LeaseDuration is lease_ms rounded up to whole seconds (the Lease
 // stores whole seconds and candidates trust the stored value), and RenewDeadline and
@@ -64,7 +70,18 @@ type write struct {
 	settled bool // an answer, success or a definite refusal (an API status)
 }
 
-// campaign is one candidate: its elector, and every write it made, newest last.
+// leaseOp is one Get, Create or Update of the Lease by an elector, as evidence.
+type leaseOp struct {
+	sent   time.Time
+	op     string // get, create, update
+	holder string // read (get) or written (create, update)
+	baseRV string // update: the resourceVersion the write was made over
+	rv     string // get: read; create, update: the one the server gave the write
+	err    error
+}
+
+// campaign is one candidate: its elector, every write it made (newest last), and the Lease
+// operations not yet reported.
 type campaign struct {
 	identity string
 	cancel   context.CancelFunc
@@ -72,11 +89,66 @@ type campaign struct {
 	stopped  chan struct{} // closed when Run returned (OnStoppedLeading)
 	mu       sync.Mutex
 	writes   []write
+	log      []leaseOp
 	changed  chan struct{} // closed and replaced on every write
 	// the grant's token once the acquire replied ok, and whether a release cancelled it: an
 	// OnStoppedLeading of a granted, unreleased term is a lost-lock notice
 	granted   atomic.Pointer[int64]
 	releasing atomic.Bool
+}
+
+func (c *campaign) note(o leaseOp) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, o)
+}
+
+// evidence is the candidate's identity and its Lease operations since the last call (after
+// those of `before`, a stopped candidate of the same lock whose last ones were never reported),
+// each with when it was sent as ns after t0 (when the request being answered was read).
+func (c *campaign) evidence(t0 time.Time, before ...*campaign) map[string]any {
+	out := []map[string]any{}
+	for _, b := range append(before, c) {
+		out = append(out, b.entries(t0)...)
+	}
+	return map[string]any{"identity": c.identity, "lease_ops": out}
+}
+
+func (c *campaign) entries(t0 time.Time) []map[string]any {
+	c.mu.Lock()
+	ops := c.log
+	c.log = nil
+	c.mu.Unlock()
+	out := make([]map[string]any, 0, len(ops))
+	for _, o := range ops {
+		e := map[string]any{"by": c.identity, "op": o.op, "holder": o.holder,
+			"at_ns": o.sent.Sub(t0).Nanoseconds(), "ok": o.err == nil}
+		for k, v := range map[string]string{"base_rv": o.baseRV, "rv": o.rv} {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				e[k] = n
+			}
+		}
+		if o.err != nil {
+			e["error"] = errorCode(o.err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// errorCode is a short word for an error: an API status's reason (Conflict, NotFound), a
+// deadline or a cancel, else the message.
+func errorCode(err error) string {
+	var status apierrors.APIStatus
+	switch {
+	case errors.As(err, &status) && status.Status().Reason != "":
+		return string(status.Status().Reason)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return err.Error()
 }
 
 func (c *campaign) record(w write) {
@@ -121,15 +193,45 @@ type leases struct {
 func (l leases) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
 	sent := time.Now()
 	out, err := l.LeaseInterface.Create(ctx, lease, opts)
+	l.c.note(written(sent, "create", lease, out, err))
 	l.c.record(outcome(sent, lease, out, err))
 	return out, err
 }
 
 func (l leases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	sent := time.Now()
+	base := lease.ResourceVersion // the client sends this object: read it before the call
 	out, err := l.LeaseInterface.Update(ctx, lease, opts)
+	o := written(sent, "update", lease, out, err)
+	o.baseRV = base
+	l.c.note(o)
 	l.c.record(outcome(sent, lease, out, err))
 	return out, err
+}
+
+func (l leases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	sent := time.Now()
+	out, err := l.LeaseInterface.Get(ctx, name, opts)
+	o := leaseOp{sent: sent, op: "get", err: err}
+	if err == nil && out != nil {
+		o.rv = out.ResourceVersion
+		if out.Spec.HolderIdentity != nil {
+			o.holder = *out.Spec.HolderIdentity
+		}
+	}
+	l.c.note(o)
+	return out, err
+}
+
+func written(sent time.Time, op string, in, out *coordinationv1.Lease, err error) leaseOp {
+	o := leaseOp{sent: sent, op: op, err: err}
+	if in.Spec.HolderIdentity != nil {
+		o.holder = *in.Spec.HolderIdentity
+	}
+	if err == nil && out != nil {
+		o.rv = out.ResourceVersion
+	}
+	return o
 }
 
 func outcome(sent time.Time, in, out *coordinationv1.Lease, err error) write {
@@ -191,19 +293,35 @@ func timing(leaseMs int64) (time.Duration, time.Duration, time.Duration) {
 }
 
 func acquire(req request, t0 time.Time) reply {
+	var before []*campaign
 	if c, ok := held[req.Lock]; ok {
 		select {
 		case <-c.stopped:
 			delete(held, req.Lock)
+			before = append(before, c)
 		default:
 			return reply{Status: "fail", Error: "already-held"}
 		}
 	}
+	r := campaignFor(req, t0)
+	if r.c != nil {
+		r.reply.Evidence = r.c.evidence(t0, before...)
+	}
+	return r.reply
+}
+
+type answered struct {
+	c     *campaign
+	reply reply
+}
+
+// campaignFor runs a new candidate for req.Lock until it leads or the request times out.
+func campaignFor(req request, t0 time.Time) answered {
 	lease, renew, retry := timing(req.LeaseMs)
 	// Candidates judge the holder by the Lease's whole seconds: a shorter stored lease than the
 	// one the history counts would let the checker see overlaps that the lock never promised.
 	if (lease/time.Second)*1000 < time.Duration(req.LeaseMs) {
-		return reply{Status: "fail", Error: "lease-duration-below-lease-ms"}
+		return answered{nil, reply{Status: "fail", Error: "lease-duration-below-lease-ms"}}
 	}
 	serial++
 	c := &campaign{
@@ -238,7 +356,7 @@ func acquire(req request, t0 time.Time) reply {
 		},
 	})
 	if err != nil {
-		return reply{Status: "fail", Error: "config: " + err.Error()}
+		return answered{nil, reply{Status: "fail", Error: "config: " + err.Error()}}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -262,7 +380,7 @@ func acquire(req request, t0 time.Time) reply {
 			if at < 0 {
 				at = 0
 			}
-			return reply{Status: "ok", Token: &rv, AttemptNs: &at}
+			return answered{c, reply{Status: "ok", Token: &rv, AttemptNs: &at}}
 		}
 	default:
 	}
@@ -272,12 +390,12 @@ func acquire(req request, t0 time.Time) reply {
 	select {
 	case <-c.stopped:
 	case <-time.After(500 * time.Millisecond): // the worker waits timeout_ms + 1 s
-		return reply{Status: "info", Error: "timeout"}
+		return answered{c, reply{Status: "info", Error: "timeout"}}
 	}
 	if c.mayHold() {
-		return reply{Status: "info", Error: "timeout"}
+		return answered{c, reply{Status: "info", Error: "timeout"}}
 	}
-	return reply{Status: "fail", Error: "timeout"}
+	return answered{c, reply{Status: "fail", Error: "timeout"}}
 }
 
 // renewOp answers ok once the elector has renewed the Lease by a write sent after this request
@@ -287,6 +405,12 @@ func renewOp(req request, t0 time.Time) reply {
 	if !ok {
 		return reply{Status: "fail", Error: "not-held"}
 	}
+	r := renewed(c, req, t0)
+	r.Evidence = c.evidence(t0)
+	return r
+}
+
+func renewed(c *campaign, req request, t0 time.Time) reply {
 	deadline := time.After(opTimeout)
 	for {
 		c.mu.Lock()
@@ -319,6 +443,12 @@ func release(req request, t0 time.Time) reply {
 		return reply{Status: "fail", Error: "not-held"}
 	}
 	delete(held, req.Lock)
+	r := released(c, t0)
+	r.Evidence = c.evidence(t0)
+	return r
+}
+
+func released(c *campaign, t0 time.Time) reply {
 	select {
 	case <-c.stopped:
 		return reply{Status: "fail", Error: "not-held"}

@@ -63,15 +63,18 @@ type Reply struct {
 	Token     *int64 `json:"token,omitempty"`
 	Error     string `json:"error,omitempty"`
 	AttemptNs *int64 `json:"attempt_ns,omitempty"`
+	// Evidence is what the library was seen doing (docs/client-protocol.md), in any status.
+	Evidence map[string]any `json:"evidence,omitempty"`
 }
 
 // untokened is Reply as a lock with no fencing token writes it: "token": null on every line.
 type untokened struct {
-	ID        int64  `json:"id"`
-	Status    string `json:"status"`
-	Token     *int64 `json:"token"`
-	Error     string `json:"error,omitempty"`
-	AttemptNs *int64 `json:"attempt_ns,omitempty"`
+	ID        int64          `json:"id"`
+	Status    string         `json:"status"`
+	Token     *int64         `json:"token"`
+	Error     string         `json:"error,omitempty"`
+	AttemptNs *int64         `json:"attempt_ns,omitempty"`
+	Evidence  map[string]any `json:"evidence,omitempty"`
 }
 
 // Handler answers one op; start is when its request line was read (attempt_ns counts from it).

@@ -10,12 +10,19 @@
 // host name, is one name for every worker on this machine).
 // The program creates the provider's table ("shedlock", the schema ShedLock documents) if it is
 // not there, before its first acquire. ShedLock has no fencing token: every grant replies null.
+// Evidence (docs/client-protocol.md): each reply carries the statements ShedLock ran for it
+// ("statements": its SQL as sent, the rows it changed, when), so a release shows its unlock's
+// WHERE clause and how many rows it matched.
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.time.Duration;
+import javax.sql.DataSource;
 import net.javacrumbs.shedlock.provider.jdbctemplate.JdbcTemplateLockProvider;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.core.PreparedStatementCreator;
+import org.springframework.jdbc.core.SqlProvider;
 import org.springframework.jdbc.datasource.SingleConnectionDataSource;
 
 public final class ShedLockJdbcClient {
@@ -28,6 +35,34 @@ public final class ShedLockJdbcClient {
     private static boolean tableReady;
 
     private ShedLockJdbcClient() {}
+
+    /** The JdbcTemplate ShedLock runs its statements through, keeping each with its count. */
+    static final class Recording extends JdbcTemplate {
+        final ArrayNode log = Stdio.JSON.createArrayNode();
+        long start; // when the request being answered was read (System.nanoTime())
+
+        Recording(DataSource ds) {
+            super(ds);
+        }
+
+        @Override
+        public int update(PreparedStatementCreator psc) {
+            long at = System.nanoTime();
+            int rows = super.update(psc);
+            String sql = psc instanceof SqlProvider p ? p.getSql() : null;
+            log.addObject().put("sql", sql).put("rows", rows).put("at_ns", at - start);
+            return rows;
+        }
+
+        /** The reply with the statements run since the last one, as its evidence. */
+        ObjectNode attach(ObjectNode reply) {
+            if (!log.isEmpty()) {
+                reply.putObject("evidence").set("statements", log.deepCopy());
+                log.removeAll();
+            }
+            return reply;
+        }
+    }
 
     /** Creates the table once; false if it could not (nothing about a lock was sent). */
     private static boolean ensureTable() {
@@ -58,8 +93,9 @@ public final class ShedLockJdbcClient {
         // One connection, kept open (a PostgreSQL backend per lock attempt would load the server);
         // reset after an error so that the next operation reconnects.
         dataSource = new SingleConnectionDataSource(url, opts.path("user").asText("postgres"), "", true);
+        Recording jdbc = new Recording(dataSource);
         JdbcTemplateLockProvider.Configuration.Builder config = JdbcTemplateLockProvider.Configuration
-            .builder().withJdbcTemplate(new JdbcTemplate(dataSource)).withTableName(TABLE)
+            .builder().withJdbcTemplate(jdbc).withTableName(TABLE)
             .withLockedByValue(lockedBy);
         if (opts.path("use_db_time").asBoolean(false)) {
             config = config.usingDbTime();
@@ -68,7 +104,10 @@ public final class ShedLockJdbcClient {
             opts.path("lock_at_least_ms").asLong(0),
             () -> ensureTable() ? null : Stdio.failed("fail", "no-table"));
         Stdio.OnError unknown = Stdio.unknown("shedlock-jdbc-client");
-        Stdio.serve(jobs::handle, e -> { // database errors, timeouts
+        Stdio.serve((req, start) -> {
+            jdbc.start = start;
+            return jdbc.attach(jobs.handle(req, start));
+        }, e -> { // database errors, timeouts
             ObjectNode r = unknown.reply(e);
             dataSource.resetConnection(); // the next operation reconnects
             return r;
