@@ -90,11 +90,11 @@ def workload_class(name: str) -> type[Any]:
     return load_class(d.worker)
 
 
-def hosted(client: LockClient | None, name: str, options: Mapping[str, Any],
-           resource: Resource) -> Resource:
-    """The resource a worker uses with `client`: its own, unless the client runs its critical
-    sections in processes of its own (a `SectionHost`, such as `consul lock`'s child), which
-    then carry out the reads and writes under its grants."""
+def hosted(client: LockClient | None, name: str, options: Mapping[str, Any]) -> Resource:
+    """The resource called `name` that a worker uses with `client`: its own, unless the client
+    runs its critical sections in processes of its own (a `SectionHost`, such as `consul
+    lock`'s child), which then carry out the reads and writes under its grants."""
+    resource = make_resource(name, options)
     if isinstance(client, SectionHost):
         return client.host_sections(name, options, resource)
     return resource
