@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Protocol, TypeVar
 
 from fencecheck.descriptors import (
+    consul,
     etcd,
     galera,
     hazelcast,
@@ -53,7 +54,7 @@ T = TypeVar("T")
 BUILTIN_BACKENDS: tuple[BackendDescriptor, ...] = (
     redis.BACKEND, redlock.BACKEND, sentinel.BACKEND, etcd.BACKEND, zookeeper.BACKEND,
     postgres_advisory.BACKEND, mariadb.BACKEND, galera.BACKEND,
-    kubernetes.BACKEND, nats.BACKEND, hazelcast.BACKEND, hazelcast_unsafe.BACKEND,
+    kubernetes.BACKEND, nats.BACKEND, hazelcast.BACKEND, hazelcast_unsafe.BACKEND, consul.BACKEND,
 )
 
 # The user's own program (--client-cmd; docs/client-protocol.md) drives every backend and every

@@ -28,6 +28,11 @@ BACKEND = BackendDescriptor(
                                       note=("The lock table on Galera, each worker writing "
                                             "through its own node."),
                                       lease_ms=2000, time_limit_s=12),
+                             scenario("pause", "must-find", lease_ms=2000, time_limit_s=20),
+                             scenario("pause", "must-pass", fencing=True,
+                                      note=("Fenced by the counter the UPDATE that takes the "
+                                            "row bumps."),
+                                      lease_ms=2000, time_limit_s=20),
                              scenario("partition", "must-pass", lease_ms=2000, time_limit_s=15),
                          )),
     ),

@@ -12,6 +12,7 @@ from fencecheck.descriptors.base import (
     BackendDescriptor,
     ClientDescriptor,
     Need,
+    Program,
     scenario,
 )
 
@@ -24,6 +25,18 @@ BACKEND = BackendDescriptor(
                          library="NATS JetStream KV `create` / `update` at the last revision",
                          dist="nats-py",
                          token="the lock key's revision at its create",
+                         comparison=(
+                             scenario("none", "must-pass", fencing=None, time_limit_s=10),
+                             scenario("pause", "must-find"),
+                             scenario("pause", "must-pass", fencing=True),
+                         )),
+        ClientDescriptor("nats-go", "fencecheck.workloads.clients.third_party:ShippedClient",
+                         library="NATS JetStream KV `Create` / `Update` at the last revision "
+                                 "(nats.go)",
+                         program=Program("go/nats", "go", "nats-kv-client",
+                                         pins=("github.com/nats-io/nats.go", "nats.go")),
+                         token="the lock key's revision at its create",
+                         workloads=frozenset({"lock"}),
                          comparison=(
                              scenario("none", "must-pass", fencing=None, time_limit_s=10),
                              scenario("pause", "must-find"),

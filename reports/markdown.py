@@ -140,6 +140,18 @@ NOTES = """\
   conflict. Fenced by resourceVersion, no stale write gets through: its fenced pause row finds
   double-grant only (the history does not yet tie each double grant to that write). See
   [findings/client-go-release.md](findings/client-go-release.md).
+- **Consul: lock-delay is what keeps a paused holder's successor waiting.** The Go `api.Lock`
+  renews its session in the background; paused past the session's TTL (a server waits up to
+  twice it), the holder loses the key, and with lock-delay 0 the next holder takes it at once,
+  so the resumed holder's write lands after its successor's. Consul's default lock-delay (15 s)
+  keeps the key from everyone for longer than these pauses: nothing found. The api cannot ask
+  for lock-delay 0 (a zero `LockDelay` is left out of the request and the server applies 15 s):
+  the rows ask for 1 ms. The token is the key's ModifyIndex, not its LockIndex, which starts
+  again at 1 when the key is deleted. See [findings/consul.md](findings/consul.md).
+- **`consul lock`'s child writes on while its holder is cut off from the servers.** It watches
+  the key with a blocking query that nothing times out; the servers give the lock to another
+  holder (its session's 2 x 15 s TTL and 15 s lock-delay later) while the child keeps writing,
+  until the cut heals. Short pauses never reach its fixed 15 s session.
 - **ShedLock's unlock is unchecked** with the client's clock (both the Redis and the JDBC
   provider): a runner paused past lockAtMostFor frees the next runner's lock. With
   `usingDbTime()` the JDBC provider's unlock checks `locked_by`, a host name, not a grant.

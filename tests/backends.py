@@ -6,7 +6,8 @@ Import the fixtures you need into a test module (`from tests.backends import etc
 Each module gets its own servers (module scope), torn down by a finally that also runs when
 setup fails halfway. Addresses are distinct per backend (127.W.44.x etcd, 127.W.45.x ZooKeeper,
 127.W.46.x PostgreSQL, 127.W.57-58.x NATS, 127.W.60.x MariaDB, 127.W.61-62.x Galera,
-127.W.63-64.x Hazelcast) and per
+127.W.63-64.x Hazelcast,
+127.W.66-67.x Consul) and per
 test process (W = `tests.conftest.WORKER`, a slot 1..254 held machine-wide by this process), so
 they never collide with other tests' servers on 127.0.0.1 nor with the same module's servers in
 another xdist worker or another pytest session running beside it. `net(44)` is "127.W.44".
@@ -27,7 +28,8 @@ import pytest
 
 from fencecheck.clusters.base import LockService, Remote
 from fencecheck.clusters.runtimes.local import LocalRemote
-from fencecheck.clusters.services import hazelcast_build, nats_build
+from fencecheck.clusters.services import consul_build, hazelcast_build, nats_build
+from fencecheck.clusters.services.consul import ConsulService
 from fencecheck.clusters.services.etcd import ETCD, EtcdService
 from fencecheck.clusters.services.hazelcast import HazelcastService
 from fencecheck.clusters.services.mariadb import MARIADBD, MariadbService
@@ -126,6 +128,22 @@ def nats(n: int, prefix: str, subnet: str, store: Path, lease_ms: int = 2000,
 @pytest.fixture(scope="module")
 def nats_cluster(store_dir: Path) -> Iterator[NatsService]:
     with nats(3, "n", net(57), store_dir / "nats") as svc:
+        yield svc
+
+
+def consul(n: int, prefix: str, subnet: str, store: Path) -> ContextManager[ConsulService]:
+    """n Consul servers as `etcd` does it, from the pinned build, whose absence fails the test
+    (the README's test command builds it)."""
+    try:
+        binary = str(consul_build.binary())
+    except consul_build.NotBuilt as e:
+        pytest.fail(str(e))
+    return running(ConsulService(n, binary=binary), loopback_nodes(prefix, subnet, n), store)
+
+
+@pytest.fixture(scope="module")
+def consul_cluster(store_dir: Path) -> Iterator[ConsulService]:
+    with consul(3, "c", net(66), store_dir / "consul") as svc:
         yield svc
 
 

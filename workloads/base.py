@@ -94,6 +94,21 @@ class Careless(Protocol):
     careless: frozenset[str]
 
 
+@runtime_checkable
+class SectionHost(Protocol):
+    """A client whose critical sections run in processes of their own, which a lock tool
+    supervises (`consul lock` runs a child while it holds the lock and kills it when it sees the
+    lock lost): the worker's reads and writes under its grants are carried out there
+    (workloads/clients/child_section.py)."""
+
+    def host_sections(self, resource: str, options: Mapping[str, Any],
+                      direct: Resource) -> Resource:
+        """The resource the worker uses instead of `direct`: a request under one of this
+        client's grants goes to that grant's process (built from the resource's name and
+        options); anything else to `direct`."""
+        ...
+
+
 class Resource(Protocol):
     """What the lock protects: integer values under string keys, each request carrying the
     token (None where the backend has none)."""

@@ -15,10 +15,9 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from fencecheck.descriptors import catalog
-from fencecheck.workloads.base import LockClient, Resource, WorkloadError
+from fencecheck.workloads.base import LockClient, Resource, SectionHost, WorkloadError
 
 log = logging.getLogger(__name__)
-
 
 
 def __getattr__(name: str) -> Any:
@@ -89,3 +88,13 @@ def workload_class(name: str) -> type[Any]:
     if d is None:
         raise WorkloadError(f"workload {name!r} not one of {', '.join(catalog.workloads())}")
     return load_class(d.worker)
+
+
+def hosted(client: LockClient | None, name: str, options: Mapping[str, Any]) -> Resource:
+    """The resource called `name` that a worker uses with `client`: its own, unless the client
+    runs its critical sections in processes of its own (a `SectionHost`, such as `consul
+    lock`'s child), which then carry out the reads and writes under its grants."""
+    resource = make_resource(name, options)
+    if isinstance(client, SectionHost):
+        return client.host_sections(name, options, resource)
+    return resource

@@ -166,7 +166,7 @@ def test_the_nightly_example_is_valid(tmp_path: Path) -> None:
     backends = {r.configs[0].backend for r in m.rows}
     assert backends == {"redis", "redlock", "redis-sentinel", "etcd", "zookeeper",
                         "postgres-advisory", "mariadb", "galera", "kubernetes", "nats",
-                        "hazelcast", "hazelcast-unsafe"}
+                        "hazelcast", "hazelcast-unsafe", "consul"}
 
 
 def _row(label: str, expect: str, seeds: tuple[int, ...]) -> Row:

@@ -1,7 +1,8 @@
 """End to end on the `nats` backend (a 3-server JetStream cluster, the `nats` KV client) through
 `fencecheck run`: unfenced with pauses past the lease it must find the damage; fenced by the
 key's revision under the same pauses it must find nothing; and the revisions granted on a lock
-strictly increase. Short runs (15 s), fixed seeds, the two runs side by side."""
+strictly increase. The same twins with the Go nats.go client (`nats-go`, a shipped program).
+Short runs (15 s), fixed seeds, the two runs side by side."""
 
 from __future__ import annotations
 
@@ -40,10 +41,15 @@ def granted_tokens(store: Path, name: str) -> dict[str, list[int]]:
     return out
 
 
-def test_unfenced_pauses_are_caught_and_fenced_by_revision_pass(tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["nats", "nats-go"])
+def test_unfenced_pauses_are_caught_and_fenced_by_revision_pass(tmp_path: Path,
+                                                                client: str) -> None:
+    # Twins side by side; not the two clients' four runs at once: four clusters starting
+    # together beside the parallel suite did not all get healthy in 40 s.
+    args = ("--client", client, *PAUSE)
     (code_u, res_u), (code_f, res_f) = at_once(
-        lambda: run(tmp_path, "unfenced-1", "--seed", "1", "--fencing", "off", *PAUSE),
-        lambda: run(tmp_path, "fenced", "--seed", "1", "--fencing", "on", *PAUSE))
+        lambda: run(tmp_path, "unfenced-1", "--seed", "1", "--fencing", "off", *args),
+        lambda: run(tmp_path, "fenced", "--seed", "1", "--fencing", "on", *args))
     # Fenced: the store refuses the paused holder's stale revision; nothing to find.
     assert code_f == 0, kinds(res_f)
     assert res_f["checks"]["fencing"].get("skipped") is None  # the revisions were judged
@@ -53,7 +59,7 @@ def test_unfenced_pauses_are_caught_and_fenced_by_revision_pass(tmp_path: Path) 
         assert len(set(tokens)) == len(tokens), (lock, tokens)  # one revision, one grant
     # Unfenced: the paused holder's lease ran out, the next holder wrote, then it did too.
     if not (code_u == 1 and kinds(res_u) & DAMAGE):
-        must_find(tmp_path, "unfenced", DAMAGE - {"double-grant"}, "--fencing", "off", *PAUSE,
+        must_find(tmp_path, "unfenced", DAMAGE - {"double-grant"}, "--fencing", "off", *args,
                   seeds=(2,))
     else:
         assert "double-grant" not in kinds(res_u)  # the server grants one key once (v2.15)

@@ -237,7 +237,7 @@ def test_build_dry_run_names_every_recipe_from_the_install(install: Install) -> 
              if line and not line.startswith(" ")}
     servers = {b.server_build for b in catalog.backends().values() if b.server_build}
     server_names = {importlib.import_module(s).NAME for s in servers}
-    assert {"kube-apiserver", "nats-server", "hazelcast"} <= server_names
+    assert {"kube-apiserver", "nats-server", "hazelcast", "consul"} <= server_names
     # kube-node (fencecheck kube's one-node cluster) is no backend's: built only when named
     assert named == set(recipes()) == set(build.BUILDS) | server_names | {"kube-node"}
     # the sources it builds from are the installed package's, not the checkout's

@@ -19,7 +19,7 @@ from fencecheck.workloads.base import WorkloadError
 from fencecheck.workloads.clients import build as build_module
 from fencecheck.workloads.clients import jvm
 
-GO = {"etcd-go", "go-redsync", "etcd-go-election", "client-go"}
+GO = {"etcd-go", "go-redsync", "etcd-go-election", "client-go", "consul-go", "nats-go"}
 SPRING = {"spring-jdbc", "spring-jdbc-leader", "spring-redis", "spring-redis-leader"}
 JAVA = {"curator", "redisson", "redisson-fenced", "shedlock", "shedlock-jdbc", "hazelcast-java",
         "quartz", *SPRING}

@@ -1,6 +1,6 @@
 """NatsKvClient against a real 3-server JetStream cluster: a grant, refusal while held, renewal,
 expiry by the bucket's TTL, revisions that grow, and the mapping of refusals and uncertainty to
-fail/info."""
+fail/info; and the Go nats.go program (`nats-go`) on the same grants and refusals."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from fencecheck.clusters.services.nats import NatsService
-from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate
+from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, LockClient
 from fencecheck.workloads.clients.nats import NatsHandle, NatsKvClient
+from fencecheck.workloads.registry import make_client
 from tests.backends import nats_cluster, store_dir
 from tests.workloads.lockchecks import acquire_error, assert_strictly_increasing, take_turns
 
@@ -149,3 +150,39 @@ def test_no_responders_is_retried_then_a_definite_failure(nats_cluster: NatsServ
 def test_a_lock_name_that_is_no_kv_key_is_refused(clients: list[NatsKvClient]) -> None:
     with pytest.raises(DefiniteFailure, match="bad-key"):
         clients[0].acquire("no spaces", LEASE_MS, 0.2)
+
+
+@pytest.fixture
+def go_clients(nats_cluster: NatsService) -> Iterator[list[LockClient]]:
+    """The Go nats.go program (`nats-go`), three of them, one per server."""
+    made = [make_client("nats-go", {"endpoints": nats_cluster.endpoints(), "op_timeout_s": 1.0,
+                                    "worker": i, **nats_cluster.client_options()})
+            for i in range(3)]
+    yield made
+    for c in made:
+        c.close()
+
+
+def test_go_client_grants_and_refusals_are_the_python_clients(
+        go_clients: list[LockClient]) -> None:
+    grants = take_turns(go_clients, "go-inc", LEASE_MS)
+    assert_strictly_increasing([g.token for g in grants])
+    a, b, _ = go_clients
+    g = a.acquire("go-excl", LEASE_MS, 1.0)
+    t0 = time.monotonic()
+    with pytest.raises(DefiniteFailure) as e:
+        b.acquire("go-excl", LEASE_MS, 0.5)
+    assert e.value.error == "timeout" and time.monotonic() - t0 >= 0.5
+    g = a.renew(g, LEASE_MS)
+    a.release(g)
+    g2 = b.acquire("go-excl", LEASE_MS, 1.0)  # over a's delete marker
+    assert g.token is not None and g2.token is not None and g2.token > g.token
+    b.release(g2)
+    g = a.acquire("go-guard", LEASE_MS, 1.0)
+    g2 = b.acquire("go-guard", LEASE_MS, 5.0)  # polls until the server expired a's key
+    with pytest.raises(DefiniteFailure) as e2:
+        a.release(g)  # the revision-guarded delete cannot remove b's lock
+    assert e2.value.error == "lease-expired"
+    b.release(g2)
+    with pytest.raises(DefiniteFailure, match="lease-too-long"):
+        a.acquire("go-long", LEASE_MS + 1, 1.0)

@@ -56,7 +56,8 @@ def parse_cmd(cmd: str | Sequence[str]) -> list[str]:
     return argv
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """For `preexec_fn`: the child is SIGKILLed when its parent (the worker) dies."""
     # Runs in the child between fork and exec: a SIGKILLed worker takes its program with it.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -92,7 +93,7 @@ class _Program:
                 stderr=None,  # the worker's own stderr: the run's worker.log
                 env={**os.environ, **env},
                 cwd=cwd,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         except OSError as e:
             raise WorkloadError(f"cannot start client program {argv[0]!r}: {e}") from e

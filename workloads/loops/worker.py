@@ -49,7 +49,7 @@ from fencecheck.workloads.base import (
 from fencecheck.workloads.eventlog import EventLog
 from fencecheck.workloads.evidence import with_evidence
 from fencecheck.workloads.notices import NoticeBoard
-from fencecheck.workloads.registry import make_client, make_resource, workload_class
+from fencecheck.workloads.registry import hosted, make_client, workload_class
 
 log = logging.getLogger(__name__)
 
@@ -365,9 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = WorkerConfig.load(args.config)
         options = {"op_timeout_s": config.op_timeout_s}
-        resource = make_resource(config.resource, {**options, **config.resource_options})
         client = None if args.final_read else make_client(
             config.client, {**options, **config.client_options})
+        resource = hosted(client, config.resource, {**options, **config.resource_options})
         worker_class = workload_class(config.workload)
     except WorkloadError as e:
         log.error("%s", e)
