@@ -7,10 +7,14 @@ bash scripts/setup.sh
 # The third-party lock clients and servers the tests drive (cached by source hash: a no-op when
 # built). On a fresh machine these are minutes of compiling while the node image below is minutes
 # of downloading, so they run side by side; the build's log is shown when it ends.
+# The builds of many CPU minutes (consul: about 10) run beside the tests instead, below.
 builds_log=$(mktemp)
-bash scripts/build-clients.sh >"$builds_log" 2>&1 &
+late_log=$(mktemp)
+late=
+bash scripts/build-clients.sh --late without >"$builds_log" 2>&1 &
 builds=$!
-trap 'kill "$builds" 2>/dev/null || true; rm -f "$builds_log"' EXIT
+stop_builds() { kill "$builds" ${late:+"$late"} 2>/dev/null || true; rm -f "$builds_log" "$late_log"; }
+trap stop_builds EXIT
 .venv/bin/ruff check .
 .venv/bin/mypy
 # Stop dockerd at the end only if this run started it (one already running may serve others).
@@ -18,7 +22,7 @@ dockerd_said=$(bash scripts/dockerd.sh start)
 echo "$dockerd_said"
 case "$dockerd_said" in
   *started*)
-    trap 'kill "$builds" 2>/dev/null || true; rm -f "$builds_log"; bash scripts/dockerd.sh stop || true' EXIT ;;
+    trap 'stop_builds; bash scripts/dockerd.sh stop || true' EXIT ;;
 esac
 # The docker runtime's node image: built once per machine (debootstrap + docker import where no
 # registry can be reached), then cached by content hash.
@@ -34,6 +38,12 @@ fi
 # more workers than cores; the heavy ones share one xdist group (tests/conftest.py) and so never
 # start together. FC_TEST_WORKERS overrides the number (measured in the README).
 workers=${FC_TEST_WORKERS:-5}
+# The late builds (a no-op once built): a test that needs one waits while this process lives
+# (tests/conftest.py: wait_for_late_builds), so on a fresh machine its compiling overlaps the
+# suite's waiting rather than coming before it.
+bash scripts/build-clients.sh --late only >"$late_log" 2>&1 &
+late=$!
+export FC_LATE_BUILDS_PID=$late
 # Every xdist worker imports every test module, and pytest rewrites their asserts (and those of
 # its plugins: hypothesis, anyio, xdist) on import: 16 s of CPU a worker, 6 s when it finds them
 # rewritten in __pycache__ (docs/test-suite-cpu.md), which it reads even under
@@ -47,6 +57,13 @@ env -u PYTHONDONTWRITEBYTECODE .venv/bin/pytest --collect-only -q -p no:cachepro
 set +e
 .venv/bin/pytest -n "$workers" --dist loadgroup --max-worker-restart 0 --durations=25 "$@"
 rc=$?
+late_rc=0
+wait "$late" || late_rc=$?
+cat "$late_log"
+if [ "$late_rc" != 0 ]; then
+  echo "test.sh: scripts/build-clients.sh --late only failed (exit $late_rc)" >&2
+  [ "$rc" != 0 ] || rc=$late_rc
+fi
 set -e
 # Every test tears down its own runs; this catches a run whose test was killed outright.
 .venv/bin/fencecheck teardown --all >/dev/null 2>&1 || true

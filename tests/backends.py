@@ -37,7 +37,7 @@ from fencecheck.clusters.services.nats import NatsService
 from fencecheck.clusters.services.postgres import BIN as PG_BIN
 from fencecheck.clusters.services.postgres import PostgresService
 from fencecheck.clusters.services.zookeeper import JAVA, ZookeeperService
-from tests.conftest import WORKER
+from tests.conftest import WORKER, wait_for_late_builds
 
 
 def net(octet: int) -> str:
@@ -134,11 +134,18 @@ def nats_cluster(store_dir: Path) -> Iterator[NatsService]:
 def consul(n: int, prefix: str, subnet: str, store: Path) -> ContextManager[ConsulService]:
     """n Consul servers as `etcd` does it, from the pinned build, whose absence fails the test
     (the README's test command builds it)."""
+    return running(ConsulService(n, binary=consul_binary()), loopback_nodes(prefix, subnet, n),
+                   store)
+
+
+def consul_binary() -> str:
+    """The pinned consul build, waited for while the test command still builds it beside the
+    tests; its absence fails the test (the README's test command builds it)."""
+    wait_for_late_builds()
     try:
-        binary = str(consul_build.binary())
+        return str(consul_build.binary())
     except consul_build.NotBuilt as e:
         pytest.fail(str(e))
-    return running(ConsulService(n, binary=binary), loopback_nodes(prefix, subnet, n), store)
 
 
 @pytest.fixture(scope="module")

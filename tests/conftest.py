@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -315,6 +316,25 @@ def _stopped_of(lines: set[str], runs: set[str], roots: list[Path]) -> list[str]
             out.append(line)
     return sorted(out)
 
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def wait_for_late_builds(timeout_s: float = 2400.0) -> None:
+    """scripts/test.sh builds the programs of many CPU minutes (`fencecheck build --late only`:
+    consul) beside the tests, not before them: a test that needs one calls this first, and waits
+    while that build runs (FC_LATE_BUILDS_PID). Elsewhere, and once it has ended, at once."""
+    pid = os.environ.get("FC_LATE_BUILDS_PID", "")
+    deadline = time.monotonic() + timeout_s
+    while pid.isdigit() and _alive(int(pid)) and time.monotonic() < deadline:
+        time.sleep(2)
 
 @pytest.fixture
 def no_leftovers(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:

@@ -47,6 +47,9 @@ class Recipe:
     build: Callable[[], tuple[Path, bool]]  # build unless cached: (folder or binary, built)
     used_by: str  # what needs it: "client-go on kubernetes", "backend nats"
     default: bool = True  # built by `fencecheck build` with no names (else only when named)
+    # A build of many CPU minutes that the test command runs beside the tests (whose tests wait
+    # for it), not before them: its module's LATE = True.
+    late: bool = False
 
 
 # Pinned builds no backend runs: (module, what needs it). Built only when named: the kube-node
@@ -81,7 +84,8 @@ def recipes() -> dict[str, Recipe]:
             continue
         m = _server_module(backend.server_build)
         out[m.NAME] = Recipe(m.NAME, "server", m.TOOLCHAIN, m.source(), m.build_dir, m.steps,
-                             m.build, f"backend {backend.name}")
+                             m.build, f"backend {backend.name}",
+                             late=bool(getattr(m, "LATE", False)))
     for spec, used_by in TOOL_BUILDS:
         m = _server_module(spec)
         out[m.NAME] = Recipe(m.NAME, "server", m.TOOLCHAIN, m.source(), m.build_dir, m.steps,
@@ -156,12 +160,21 @@ def build(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="name every recipe, its toolchain, commands and cache folder; "
                           "build nothing")] = False,
+    late: Annotated[str, typer.Option(
+        "--late", help="with: every build (the default); without: not the builds of many CPU "
+                       "minutes (consul) that the test command runs beside its tests; only: "
+                       "just those")] = "with",
 ) -> None:
     """Build the lock clients in other languages and the pinned servers (cached by source)."""
     from fencecheck.clusters.base import ClusterError
     from fencecheck.workloads.base import WorkloadError
 
-    chosen = _pick(names or [], recipes(), every=dry_run)
+    if late not in ("with", "without", "only"):
+        err.print(f"[bold red]error:[/] fencecheck build: --late {shown(late)}: expected "
+                  "with, without or only")
+        raise typer.Exit(BAD_INPUT)
+    chosen = [r for r in _pick(names or [], recipes(), every=dry_run)
+              if late == "with" or r.late == (late == "only")]
     if dry_run:
         _dry_run(chosen)
         return

@@ -18,7 +18,12 @@ from fencecheck.clusters.base import ClientOptions, ClusterError, Killable, LogF
 from fencecheck.clusters.runtimes.local import LocalRemote
 from fencecheck.clusters.services import consul_build
 from fencecheck.clusters.services.consul import ConsulService
-from tests.backends import consul_cluster, loopback_nodes, net, store_dir
+from tests.backends import consul_binary, consul_cluster, loopback_nodes, net, store_dir
+
+# On a fresh machine the first test waits for consul's build, which the README's test command
+# runs beside the tests (about 10 CPU minutes): the time limit covers that wait.
+LATE_BUILD = pytest.mark.timeout(1800)
+pytestmark = [LATE_BUILD]
 
 __all__ = ["consul_cluster", "store_dir"]
 log = logging.getLogger(__name__)
@@ -159,7 +164,7 @@ def test_wrong_node_count_is_refused(tmp_path: Path) -> None:
 
 
 def test_teardown_is_idempotent_and_leaves_nothing(store_dir: Path) -> None:
-    svc = ConsulService(1, binary=str(consul_build.binary()))
+    svc = ConsulService(1, binary=consul_binary())
     nodes = {"s1": LocalRemote("s1", f"{net(66)}.9")}
     try:
         svc.setup(nodes, store_dir / "single")

@@ -67,3 +67,15 @@ def test_a_missing_python_package_names_its_extra_and_clients(
     [kazoo] = [f for f in doctor.python_packages() if f.what == "Python package kazoo"]
     assert not kazoo.ok and kazoo.fix == "pip install 'fencecheck[zookeeper]'"
     assert kazoo.detail == "not installed: disables client zookeeper, zookeeper-election"
+
+
+def test_build_late_splits_the_builds_the_test_command_runs_beside_its_tests() -> None:
+    late = {name for name, r in recipes().items() if r.late}
+    assert late == {"consul"}  # about 10 CPU minutes from empty Go caches
+    without = run_fencecheck("build", "--late", "without", "--dry-run", timeout=120)
+    only = run_fencecheck("build", "--late", "only", "--dry-run", timeout=120)
+    named = [{line.split(" ", 1)[0] for line in r.stdout.splitlines()
+              if line and not line.startswith(" ")} for r in (without, only)]
+    assert named[1] == late and not named[0] & late and named[0] | late == set(recipes())
+    bad = run_fencecheck("build", "--late", "sometimes", timeout=120)
+    assert bad.returncode == 3 and "--late sometimes: expected with, without or only" in bad.stderr

@@ -26,6 +26,11 @@ from tests.workloads.lockchecks import assert_strictly_increasing, take_turns
 
 __all__ = ["store_dir"]
 
+# On a fresh machine the first test waits for consul's build, which the README's test command
+# runs beside the tests (about 10 CPU minutes): the time limit covers that wait.
+LATE_BUILD = pytest.mark.timeout(1800)
+pytestmark = [LATE_BUILD]
+
 LEASE_MS = 2000
 
 
