@@ -320,6 +320,8 @@ def field_text(name: str, info: Any) -> str:
     default = info.get_default(call_default_factory=True)
     if isinstance(default, bool):
         default = str(default).lower()
+    elif isinstance(default, tuple):  # as it is typed: A,B,...
+        default = ",".join(map(str, default))
     shown = "" if default in (None, ()) else f" (default {default})"
     return f"{name}={_type_text(info.annotation)}{shown}"
 

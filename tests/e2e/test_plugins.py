@@ -119,7 +119,8 @@ def test_a_plugin_backend_shows_in_plugins_help_schema_and_the_comparison(
     text = _text(helped.stdout)
     for shown in ("demo-redis: port=N (default 6390)",
                   "demo-redis-setnx, demo-go-setnx: key_prefix=TEXT (default demo:)",
-                  "freeze-all: target=holder|random (default holder), hold_s=LOW,HIGH"):
+                  "freeze-all: target=holder|random (default holder), delay_s=LOW,HIGH, "
+                      "hold_s=LOW,HIGH"):
         assert shown in text, shown
     defs = json.loads(config.stdout)["$defs"]
     assert defs["backend.demo-redis"]["properties"]["port"]["default"] == 6390

@@ -5,6 +5,7 @@ an exception or a missing outcome is `info`, which retires the process id."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import multiprocessing
 import os
@@ -58,7 +59,10 @@ def test_eight_threads_ten_thousand_ops_each_give_a_history_check_accepts(
     assert len(events) == 8 * 10_000 * 2
     assert [e["index"] for e in events] == list(range(len(events)))
     assert Counter(e["process"] for e in events) == {p: 20_000 for p in range(8)}
-    assert len({e["process"] for e in events[:1000]}) > 1, "threads ran one after another"
+    # one after another would switch processes 7 times; under load a thread may well write its
+    # first thousand events before another runs, so the whole history is what is asked
+    switches = sum(a["process"] != b["process"] for a, b in itertools.pairwise(events))
+    assert switches > 7, "threads ran one after another"
     result = check_history(path)
     assert result.valid is True, result.summary()
     assert result.results.stats["ops"] == 80_000
