@@ -4,9 +4,9 @@ veth into a private switch. `SshdHosts` is also used by tests/e2e/test_runtimes.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
-import random
 import secrets
 import signal
 import socket
@@ -23,6 +23,7 @@ from fencecheck.clusters.cleaner import NETNS_DIR, delete_netns, kill_pids
 from fencecheck.clusters.runtimes.ssh import SshRuntime, log_destination
 from fencecheck.clusters.runtimes.ssh_remote import SshRemote, packages_for, wanted_paths
 from fencecheck.clusters.services.redis import RedisService
+from tests.conftest import WORKER
 
 pytestmark = pytest.mark.ssh
 
@@ -37,6 +38,9 @@ def sshd_missing() -> str | None:
     return None
 
 
+_INSTANCES = itertools.count()
+
+
 class SshdHosts:
     """n sshd servers in namespaces `fcssh<tag>-h<i>` on a switch namespace `fcssh<tag>-sw`;
     this host reaches them through veth `fs<tag>h` (address .1). `close` kills every process in
@@ -45,8 +49,10 @@ class SshdHosts:
     def __init__(self, tmp: Path, n: int) -> None:
         self.tmp = tmp
         self.tag = secrets.token_hex(2)
-        third = random.randrange(1, 250)
-        self.prefix = f"10.213.{third}"
+        # The test process's machine-wide slot picks the third octet, and a count of this
+        # process's instances the second (a module's sshd4 may be up beside a test's sshd2): a
+        # random octet once put two switches on one /24, and a connection went to the other's.
+        self.prefix = f"10.{213 + next(_INSTANCES) % 8}.{WORKER}"
         self.host_address = f"{self.prefix}.1"
         self.switch = f"fcssh{self.tag}-sw"
         self.names = [f"fcssh{self.tag}-h{i + 1}" for i in range(n)]
