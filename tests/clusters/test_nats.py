@@ -155,5 +155,7 @@ def test_debian_2_9_accepts_two_updates_at_one_revision(store_dir: Path) -> None
     with nats(3, "d", net(58), store_dir / "debian", lease_ms=60_000,
               binary=DEBIAN_NATS_SERVER) as svc:
         twice = asyncio.run(_contended_updates(svc.endpoints(), 100))
+        if twice == 0:  # a starved machine may not contend them at once: 200 rounds more
+            twice = asyncio.run(_contended_updates(svc.endpoints(), 200))
     log.info("nats-server 2.9.10: %d of 100 rounds granted one revision twice", twice)
     assert twice > 0

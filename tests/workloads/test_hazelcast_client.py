@@ -36,7 +36,8 @@ def hz_cluster(store_dir: Path) -> Iterator[HazelcastService]:
 
 
 def _client(svc: HazelcastService, worker: int) -> HazelcastLockClient:
-    opts: dict[str, Any] = {"endpoints": svc.endpoints(), "op_timeout_s": 2.0,
+    # 10 s for an answer: waiting is harmless here, and a starved member took over 2.5 s once
+    opts: dict[str, Any] = {"endpoints": svc.endpoints(), "op_timeout_s": 10.0,
                             "worker": worker, **svc.client_options()}
     return HazelcastLockClient(opts)
 
