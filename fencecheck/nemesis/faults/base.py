@@ -26,6 +26,14 @@ from fencecheck.clusters.base import Cluster, LockService
 EnvFor = Callable[[str], Mapping[str, str]]
 
 
+def low_high(v: Any) -> Any:
+    """`LOW,HIGH` (or one number for both) from the command line as a pair; else `v` as given."""
+    if isinstance(v, str):
+        lo, _, hi = v.partition(",")
+        return (lo, hi or lo)
+    return v
+
+
 class FaultSettings(BaseModel):
     """A fault's own options (`--fault-opt NAME.KEY=VALUE`, a RunConfig's `fault_options`):
     what every fault has. A fault's descriptor may name a subclass with more (`options`)."""
@@ -44,10 +52,7 @@ class FaultSettings(BaseModel):
     @field_validator("delay_s", mode="before")
     @classmethod
     def _delay_pair(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            lo, _, hi = v.partition(",")
-            v = (lo, hi or lo)
-        return v
+        return low_high(v)
 
     @field_validator("delay_s")
     @classmethod
@@ -80,10 +85,7 @@ class HoldSettings(FaultSettings):
     @field_validator("hold_s", mode="before")
     @classmethod
     def _pair(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            lo, _, hi = v.partition(",")
-            v = (lo, hi or lo)
-        return v
+        return low_high(v)
 
     @field_validator("hold_s")
     @classmethod
