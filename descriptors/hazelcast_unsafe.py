@@ -6,18 +6,19 @@ the nightly and the report name the mode."""
 
 from __future__ import annotations
 
-from fencecheck.descriptors.base import CLOCK, KILL, PAUSE, BackendDescriptor, scenario
-from fencecheck.descriptors.hazelcast import (
-    HAZELCAST_NEEDS,
-    HAZELCAST_PREFLIGHT,
-    HAZELCAST_VERSION,
-    hazelcast_clients,
-)
+import dataclasses
+
+from fencecheck.descriptors import hazelcast
+from fencecheck.descriptors.base import scenario
+from fencecheck.descriptors.hazelcast import hazelcast_clients
 
 # The partitions that split the members (every seed that drew one found the double grant).
 SPLITS = "one-node,halves,majorities-ring"
 
-BACKEND = BackendDescriptor(
+# The hazelcast backend's cluster, needs, build and runtimes; its own name, service, clients,
+# token, and no options (cp_members=0 is what it is).
+BACKEND = dataclasses.replace(
+    hazelcast.BACKEND,
     name="hazelcast-unsafe",
     summary="the hazelcast cluster without CP members: FencedLock in unsafe mode (AP)",
     service="fencecheck.clusters.services.hazelcast:HazelcastUnsafeService",
@@ -29,16 +30,5 @@ BACKEND = BackendDescriptor(
                       "that split the members (the 5 of 10 runs that drew only client cut-offs "
                       "and bridges found nothing)"),)),
     token="fence (unsafe mode)",
-    nodes=3,
-    weight=3,  # three member JVMs
-    capabilities=frozenset({PAUSE, KILL, CLOCK}),
-    service_args=frozenset({"env_for", "ledger", "lease_ms"}),
-    # netns runs the cached jar (with its CDS archive); docker nodes get a copy of the jar in
-    # the run's store (measured: a run found its violations); ssh is untried.
-    runtimes=frozenset({"netns", "docker"}),
-    needs=HAZELCAST_NEEDS,
-    version_argv=HAZELCAST_VERSION,
-    python_libs=("hazelcast-python-client",),
-    preflight=HAZELCAST_PREFLIGHT,
-    server_build="fencecheck.clusters.services.hazelcast_build",
+    options=None,
 )
