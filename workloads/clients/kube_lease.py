@@ -68,9 +68,16 @@ _REFUSED = frozenset({400, 401, 403, 404, 409, 422, 429})
 class _LeaseApi:
     """The Lease calls the library's `LeaseLock` makes, on one `CoordinationV1Api`, each with the
     operation's timeout; records the Lease each write returned (`written`), the holder last read
-    (`holder`), and why the outcome of the last write is unknown (`unsure`)."""
+    (`holder`), and why the outcome of the last write is unknown (`unsure`).
 
-    def __init__(self, api: Any, timeout_s: float) -> None:
+    A number is the kubernetes client's total timeout for the request (urllib3 `Timeout(total=)`,
+    by the wall clock): the operation's bound. A (connect, read) pair bounds each socket wait
+    instead; the library's own renew loop (kube_keeper.py) uses it, as the library sets no
+    timeout at all: with a total, a request in flight when its process is paused fails on waking
+    without reading the answer already waiting (urllib3 raises at a read timeout of 0), an
+    error the library does not catch, which ends its loop with no notice."""
+
+    def __init__(self, api: Any, timeout_s: float | tuple[float, float]) -> None:
         self._api = api
         self.timeout_s = timeout_s
         self.written: Any = None
@@ -188,7 +195,7 @@ class KubernetesPythonClient:
         from kubernetes.leaderelection.resourcelock import leaselock
 
         lib: Any = (leaderelection.LeaderElection, leaselock.LeaseLock)  # the library is untyped
-        api = KeeperApi(_LeaseApi(self.api._api, self.timeout_s))
+        api = KeeperApi(_LeaseApi(self.api._api, (self.timeout_s, self.timeout_s)))
         lease_lock = lib[1](lock, self.namespace, term.identity)
         lease_lock.api_instance = api
         election = lib[0](_config(lease_lock, self.options, lease_ms))
