@@ -185,12 +185,18 @@ SPRING_NONE = ("--nemesis", "none", "--time-limit", "20", "--seed", "1")
 SPRING_PAUSE = ("--nemesis", "pause", "--time-limit", "25")
 
 
-def lost_lock_said(store: Path, name: str) -> None:
-    """A holder's unlock() after its TTL ran out threw: the release failed, with its words."""
+def lost_locks(store: Path, name: str) -> list[Any]:
+    """The releases whose unlock() threw because the holder's TTL had run out."""
     ops = load_ops(store / name / "latest" / "history.jsonl")
-    lost = [o for o in ops if o.f == "release" and o.type == "fail" and o.error == "lock-lost"]
-    assert lost, "no release found its lock lost"
-    assert "expiration" in str((lost[0].get("evidence") or {}).get("unlock_error"))
+    return [o for o in ops if o.f == "release" and o.type == "fail" and o.error == "lock-lost"]
+
+
+def violated_and_said(store: Path) -> Callable[[str, Outcome], bool]:
+    """A run with violations in which a holder's unlock() also said the lock was lost. Both
+    come from one pause, but the woken holder's release may not complete within the run (at
+    load average 15-20 one violating run ended with none): that seed then shows only half, and
+    the next one is tried."""
+    return lambda name, outcome: violated(name, outcome) and bool(lost_locks(store, name))
 
 
 def over_ten_grants(results: dict[str, Any]) -> bool:
@@ -210,8 +216,11 @@ def test_spring_lock_registries_unfenced_with_pauses_past_the_ttl_are_caught_and
                                  over_ten_grants)
     assert code == 0, kinds(results) if code == 1 else "UNKNOWN twice: the JVMs did not answer"
     assert over_ten_grants(results)
-    name = found_in_seeds(tmp_path, f"{client}-pause", pause, (*args, *SPRING_PAUSE), violated)
-    lost_lock_said(tmp_path, name)
+    name = found_in_seeds(tmp_path, f"{client}-pause", pause, (*args, *SPRING_PAUSE),
+                          violated_and_said(tmp_path))
+    # the library's own words in the failed release
+    lost = lost_locks(tmp_path, name)
+    assert "expiration" in str((lost[0].get("evidence") or {}).get("unlock_error"))
 
 
 LEADER = ("--workload", "leader", "--backend", "redis", "--client", "spring-redis-leader",
