@@ -20,7 +20,8 @@ started before the invoke, so until then the service must consider it held. The 
   written as (0.01 is 1/100, not the nearest binary float).
 
 Built in the same pass (checker.tally): each key's accepted writes as columns, and the counts of
-the statistics. Also here: small helpers the checks use to explain and cap what they report.
+the statistics. The helpers the checks word and cap their findings with (`Collector`,
+`seconds`, `who`, `tok`) are checker.findings', re-exported here.
 """
 
 from __future__ import annotations
@@ -33,10 +34,14 @@ from typing import Any
 
 import msgspec
 
-from fencecheck.checker.base import NEMESIS, Op, OpRef, Process, Violation, op_ref
+from fencecheck.checker.base import NEMESIS, Op, OpRef, Process, op_ref
+from fencecheck.checker.findings import MAX_REPORTED as MAX_REPORTED
+from fencecheck.checker.findings import Collector as Collector
+from fencecheck.checker.findings import seconds as seconds
+from fencecheck.checker.findings import tok as tok
+from fencecheck.checker.findings import who as who
 from fencecheck.checker.tally import OpTally, WriteColumns
 
-MAX_REPORTED = 100  # violations listed per check; all are counted in the check's details
 NS_PER_MS = 1_000_000
 INF = math.inf  # an end nothing in the history gives; every finite end is an int
 
@@ -388,54 +393,3 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                       acquire_ops, leased, steps, columns, granted_before_invoke,
                       nemesis_ops, OpTally(per_f, not_ok, processes, unfinished, granted_writes,
                                            last_end, rejected, granted_times, granted_gids))
-
-
-# ---- reporting helpers shared by the checks ----
-
-def seconds(ns: int | float) -> str:
-    """ns since the run started as a short seconds figure: 12300000000 -> '12.3 s'."""
-    if ns == math.inf:
-        return "the end of the history"
-    text = f"{ns / 1e9:.3f}".rstrip("0").rstrip(".")
-    return f"{text} s"
-
-
-def who(p: Process) -> str:
-    return "the nemesis" if p == NEMESIS else f"process {p}"
-
-
-def tok(token: int | None) -> str:
-    return "no token" if token is None else f"token {token}"
-
-
-@dataclass(slots=True)
-class Collector:
-    """Keeps the first MAX_REPORTED violations (by when they became evident) and counts all."""
-
-    found: list[tuple[int, Violation]] = field(default_factory=list)
-    by_kind: dict[str, int] = field(default_factory=dict)
-
-    def add(self, at: int, kind: str, explanation: str, ops: tuple[OpRef, ...], *,
-            lock: str | None = None, key: str | None = None, stale_grant: int | None = None,
-            next_grant: int | None = None, cause: dict[str, Any] | None = None) -> None:
-        """Record a violation that became evident at `at` ns (kept in the output as "time_ns").
-        `stale_grant` is the grant whose going stale it follows from (its incident), `next_grant`
-        the grant that came after it, where known, `cause` the library step (checker.steps)."""
-        v = Violation(kind, explanation, ops, lock=lock, key=key, extra={"time_ns": at, **(
-            {"cause": cause} if cause else {})}, stale_grant=stale_grant, next_grant=next_grant)
-        self.found.append((at, v))
-        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
-
-    @property
-    def count(self) -> int:
-        return len(self.found)
-
-    def reported(self) -> list[Violation]:
-        self.found.sort(key=lambda x: x[0])
-        return [v for _, v in self.found[:MAX_REPORTED]]
-
-    def details(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"count": self.count, "count_by_kind": dict(self.by_kind)}
-        if self.found:
-            out["first_violation_ns"] = min(at for at, _ in self.found)
-        return out
