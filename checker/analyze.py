@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from operator import gt
 from typing import Any
 
 from fencecheck.checker import registry
@@ -43,8 +44,7 @@ def stats(ops: Sequence[Op], table: GrantTable) -> dict[str, Any]:
         by_f[f] = {"ok": n - fail - info, "fail": fail, "info": info}
     last_time = max(tally.last_end, max((op.time for op in tally.unfinished), default=0))
     expired_at = [g.expired_at for g in table.grants]  # grant ids are list positions
-    write_grant = table.write_grant
-    late = sum(1 for op in tally.granted_writes if op.time > expired_at[write_grant[op.index]])
+    late = sum(map(gt, tally.granted_times, map(expired_at.__getitem__, tally.granted_gids)))
     grants_per_lock: dict[str, int] = {}
     for g in table.grants:
         grants_per_lock[g.lock] = grants_per_lock.get(g.lock, 0) + 1
@@ -58,7 +58,7 @@ def stats(ops: Sequence[Op], table: GrantTable) -> dict[str, Any]:
         "unfinished_ops": len(tally.unfinished),
         "writes_rejected_by_fence": tally.rejected_writes,
         "writes_accepted_after_lease_expired": late,
-        "writes_without_grant": by_f.get("write", {}).get("ok", 0) - len(write_grant),
+        "writes_without_grant": by_f.get("write", {}).get("ok", 0) - len(table.write_grant),
         "grants_per_lock": grants_per_lock,
         "acquire_ops": table.acquire_ops,
         "acquires_with_lease": table.acquires_with_lease,

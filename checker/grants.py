@@ -20,7 +20,8 @@ started before the invoke, so until then the service must consider it held. The 
   written as (0.01 is 1/100, not the nearest binary float).
 
 Built in the same pass (checker.tally): each key's accepted writes as columns, and the counts of
-the statistics. Also here: small helpers the checks use to explain and cap what they report.
+the statistics. The helpers the checks word and cap their findings with (`Collector`,
+`seconds`, `who`, `tok`) are checker.findings', re-exported here.
 """
 
 from __future__ import annotations
@@ -33,10 +34,14 @@ from typing import Any
 
 import msgspec
 
-from fencecheck.checker.base import NEMESIS, Op, OpRef, Process, Violation, op_ref
+from fencecheck.checker.base import NEMESIS, Op, OpRef, Process, op_ref
+from fencecheck.checker.findings import MAX_REPORTED as MAX_REPORTED
+from fencecheck.checker.findings import Collector as Collector
+from fencecheck.checker.findings import seconds as seconds
+from fencecheck.checker.findings import tok as tok
+from fencecheck.checker.findings import who as who
 from fencecheck.checker.tally import OpTally, WriteColumns
 
-MAX_REPORTED = 100  # violations listed per check; all are counted in the check's details
 NS_PER_MS = 1_000_000
 INF = math.inf  # an end nothing in the history gives; every finite end is an int
 
@@ -98,8 +103,11 @@ def write_columns(table: GrantTable, key: str) -> WriteColumns:
     return table.columns[key]
 
 
-@dataclass(slots=True)
-class _Open:
+class _Open(msgspec.Struct, gc=False):
+    """A grant still open in build_grants' pass. (A msgspec Struct: made in C, where a slots
+    dataclass runs its __init__ in Python; a million-event history opens 60,000. Untracked by the
+    cyclic GC: it refers to an op and to tuples of numbers, never back to itself.)"""
+
     id: int
     lock: str
     process: Process
@@ -149,11 +157,6 @@ class LeaseMath:
         return out
 
 
-def _token(op: Op) -> int | None:
-    t = op.get("token")
-    return t if type(t) is int else None
-
-
 def _job_key(key: Any) -> bool:
     return type(key) is str and key.startswith("job:") and key[4:].isdigit()
 
@@ -167,8 +170,14 @@ def retired_processes(ops: Sequence[Op]) -> set[Process]:
 
 
 def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
-    """One pass over ops in invoke order (each process's ops are sequential in it)."""
+    """One pass over ops in invoke order (each process's ops are sequential in it).
+
+    Reads and writes are most ops: their branches come first and do the least (a counter of
+    their own instead of `per_f`'s lookups, the columns' appends bound once per key), and a
+    grant that no late renewal split is closed without building its list of stretches: 18% of
+    this pass's instructions on the benchmark history (docs/checker-speed.md)."""
     lease = LeaseMath(max_drift)
+    lease_cache = lease.cache
     retired: set[Process] | None = None  # found on first need: releases across processes are rare
     done: list[Grant | None] = []
     open_pl: dict[tuple[Process, Any], _Open] = {}
@@ -179,6 +188,8 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     write_grant: dict[int, int] = {}
     writes: dict[str, list[Op]] = {}
     columns: dict[str, WriteColumns] = {}
+    # per key, the appends of its writes' list and columns (op, invoke, ok, token, grant)
+    appends: dict[str, tuple[Any, Any, Any, Any, Any]] = {}
     granted_before_invoke = False
     nemesis_ops: list[Op] = []
     per_f: dict[str, int] = {}  # client ops by f, and those of them not ok by (f, type)
@@ -186,22 +197,28 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     processes: set[Process] = set()
     unfinished: list[Op] = []
     granted_writes: list[Op] = []
-    last_end = rejected = 0
+    granted_times: list[int] = []  # their invoke times and grants, for the statistics
+    granted_gids: list[int] = []
+    last_end = rejected = reads = n_writes = 0
     last_reads: dict[str, Op] = {}
     steps: list[Op] = []
     no_lock = jobs = acquire_ops = leased = 0
 
     def close(g: _Open, at: int | float, by: str) -> None:
         if at < g.held_until:
-            end, by = at, by
+            end = at
         else:
             end, by = g.held_until, ("lease" if g.held_until < INF else "nothing")
-        last = (g.seg_start, end, by)
-        # a release by another process may come before earlier stretches ended: clip them too
-        stretches = [(s, e, b) if e <= at else (s, at, by) for s, e, b in g.stretches or ()]
-        first, *rest = [*stretches, last]
-        done[g.id] = Grant(g.id, g.lock, g.process, g.acquire, g.token, first[0], first[1],
-                           first[2], g.expired_at, tuple(rest))
+        if g.stretches is None:  # no late renewal split it: one stretch (most grants)
+            done[g.id] = Grant(g.id, g.lock, g.process, g.acquire, g.token, g.seg_start, end, by,
+                               g.expired_at)
+        else:
+            last = (g.seg_start, end, by)
+            # a release by another process may come before earlier stretches ended: clip them
+            stretches = [(s, e, b) if e <= at else (s, at, by) for s, e, b in g.stretches]
+            first, *rest = [*stretches, last]
+            done[g.id] = Grant(g.id, g.lock, g.process, g.acquire, g.token, first[0], first[1],
+                               first[2], g.expired_at, tuple(rest))
         if g.token is not None:
             same = open_token.get((g.lock, g.token))
             if same is not None:
@@ -223,13 +240,14 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             nemesis_ops.append(op)
             continue
         # tallied here, where the op is in cache, for checker.analyze.stats
-        per_f[f] = per_f.get(f, 0) + 1
         processes.add(p)
         if t != "ok":
             k = (f, t)
             not_ok[k] = not_ok.get(k, 0) + 1
-        # reads and writes are most ops: their branches come first and do the least
         if f == "read":
+            if not reads:
+                per_f[f] = 0  # its place in the order of first appearance; counted below
+            reads += 1
             if t == "ok":
                 v = op.value
                 rkey = None if v is None else v.get("key")
@@ -238,43 +256,55 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             continue
         v = op.value
         if f == "write":
-            if t == "fail" and op.error == "stale-token":
-                rejected += 1
-        elif ((f == "renew" or f == "release") and (
+            if not n_writes:
+                per_f[f] = 0
+            n_writes += 1
+            if t != "ok":
+                if t == "fail" and op.error == "stale-token":
+                    rejected += 1
+                # a cron job's execution: its value's "job", or a key job:<n> (checker.jobs);
+                # the keys of ok writes without "job" are looked at once each, after the loop
+                if v is not None:
+                    if "job" in v:
+                        jobs += type(v["job"]) is int or _job_key(v.get("key"))
+                    elif _job_key(v.get("key")):
+                        jobs += 1
+                continue
+            if v is None:
+                continue
+            rkey = v.get("key")
+            wlock = v.get("lock")
+            gid = last_pl.get((p, wlock)) if type(wlock) is str else None
+            if gid is not None:
+                write_grant[op.index] = gid
+                granted_writes.append(op)
+                granted_times.append(op.time)
+                granted_gids.append(gid)
+            # A cron job's execution (it carries "job") is judged by the jobs check, which
+            # knows whether duplicates are harmless or deduplicated, not as a counter write.
+            if "job" in v:
+                jobs += type(v["job"]) is int or _job_key(rkey)
+            elif type(rkey) is str:
+                app = appends.get(rkey)
+                if app is None:
+                    kw = writes[rkey] = []
+                    cols = columns[rkey] = WriteColumns()
+                    app = appends[rkey] = (kw.append, cols.inv.append, cols.ok.append,
+                                           cols.tokens.append, cols.gids.append)
+                add_op, add_inv, add_ok, add_token, add_gid = app
+                add_op(op)
+                add_inv(op.time)
+                add_ok(end)  # type: ignore[arg-type]  # ok: completed
+                add_token(v.get("token"))
+                add_gid(gid)
+            continue
+        per_f[f] = per_f.get(f, 0) + 1
+        if ((f == "renew" or f == "release") and (
                 (t == "fail" and f == "renew") or (t == "ok" and v is not None and (
                     "deleted_token" in v or "extended_token" in v or "lease_ttl_s" in v)))) or (
                 v is not None and "evidence" in v):
             steps.append(op)  # what checker.careless and .steps index: refused renews, evidence
         if v is None:
-            continue
-        if f == "write":
-            rkey = v.get("key")
-            # a cron job's execution: its value's "job", or a key job:<n> (checker.jobs.job_id);
-            # the keys of ok writes without "job" are looked at once each, after the loop
-            if "job" in v:
-                jobs += type(v["job"]) is int or _job_key(rkey)
-            elif op.type != "ok" and _job_key(rkey):
-                jobs += 1
-            if op.type == "ok":
-                wlock = v.get("lock")
-                gid = last_pl.get((p, wlock)) if type(wlock) is str else None
-                if gid is not None:
-                    write_grant[op.index] = gid
-                    granted_writes.append(op)
-                # A cron job's execution (it carries "job") is judged by the jobs check, which
-                # knows whether duplicates are harmless or deduplicated, not as a counter write.
-                if type(rkey) is str and "job" not in v:
-                    kw = writes.get(rkey)
-                    if kw is None:
-                        kw = writes[rkey] = []
-                        cols = columns[rkey] = WriteColumns()
-                    else:
-                        cols = columns[rkey]
-                    kw.append(op)
-                    cols.inv.append(op.time)
-                    cols.ok.append(op.end_time)  # type: ignore[arg-type]  # ok: completed
-                    cols.tokens.append(v.get("token"))
-                    cols.gids.append(gid)
             continue
         if f == "acquire" or f == "release":
             if f == "acquire":
@@ -289,55 +319,72 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             cur = open_pl.pop(key, None)
             if cur is not None:
                 close(cur, op.time, f)
+            tk = v.get("token")
+            if type(tk) is not int:
+                tk = None
             if f == "release":
-                tk = _token(op)
-                if tk is not None and op.type != "fail":
-                    for other in list(open_token.get((lock, tk), ())):
+                if tk is not None and t != "fail":
+                    same_token = open_token.get((lock, tk))
+                    for other in list(same_token or ()):
                         if other.process != p:
                             if retired is None:
                                 retired = retired_processes(ops)
                             if other.process in retired:
                                 del open_pl[(other.process, lock)]
                                 close(other, op.time, "release-by-token")
-            elif op.type == "ok":
-                ns = lease.ns(v.get("lease_ms"))
-                assert op.end_time is not None  # an ok op has completed
+            elif t == "ok":
+                lease_ms = v.get("lease_ms")
+                try:
+                    ns = lease_cache[lease_ms]
+                except (KeyError, TypeError):  # a new length (or not a number: ns says why)
+                    ns = lease.ns(lease_ms)
+                assert end is not None  # an ok op has completed
                 attempt = v.get("attempt_ns")
-                base = max(op.time, attempt) if type(attempt) is int else op.time
-                if op.end_time < op.time:
+                begin = op.time
+                base = max(begin, attempt) if type(attempt) is int else begin
+                if end < begin:
                     granted_before_invoke = True
-                g = _Open(len(done), lock, p, op, _token(op),
+                g = _Open(len(done), lock, p, op, tk,
                           INF if ns is None else base + ns[0],
-                          INF if ns is None else op.end_time + ns[1], op.end_time)
+                          INF if ns is None else end + ns[1], end)
                 done.append(None)
                 open_pl[key] = g
                 last_pl[key] = g.id
-                if g.token is not None:
-                    same = open_token.get((lock, g.token))
+                if tk is not None:
+                    same = open_token.get((lock, tk))
                     if same is None:
-                        open_token[(lock, g.token)] = [g]
+                        open_token[(lock, tk)] = [g]
                     else:
                         same.append(g)
-        elif f == "renew" and op.type == "ok":
+        elif f == "renew" and t == "ok":
             rlock = v.get("lock")
             cur = open_pl.get((p, rlock)) if type(rlock) is str else None
             if cur is None:
                 continue
-            ns = lease.ns(v.get("lease_ms"))
+            lease_ms = v.get("lease_ms")
+            try:
+                ns = lease_cache[lease_ms]
+            except (KeyError, TypeError):
+                ns = lease.ns(lease_ms)
             if ns is None:
                 continue  # a renewal of unknown length proves nothing about the end
-            assert op.end_time is not None
-            new_end = op.time + ns[0]
-            if op.time <= cur.held_until:
+            assert end is not None
+            begin = op.time
+            new_end = begin + ns[0]
+            if begin <= cur.held_until:
                 cur.held_until = new_end  # its own lease, from its own invoke: may shorten
-            elif op.end_time < new_end:
+            elif end < new_end:
                 # too late to bridge: a new stretch from the renewal's ok
                 if cur.stretches is None:
                     cur.stretches = []
                 cur.stretches.append((cur.seg_start, cur.held_until, "lease"))
-                cur.seg_start = op.end_time
+                cur.seg_start = end
                 cur.held_until = new_end
-            cur.expired_at = max(cur.expired_at, op.end_time + ns[1])
+            cur.expired_at = max(cur.expired_at, end + ns[1])
+    if reads:
+        per_f["read"] = reads
+    if n_writes:
+        per_f["write"] = n_writes
     for g in list(open_pl.values()):
         close(g, INF, "nothing")
     jobs += sum(len(ws) for k, ws in writes.items() if _job_key(k))
@@ -345,55 +392,4 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs,
                       acquire_ops, leased, steps, columns, granted_before_invoke,
                       nemesis_ops, OpTally(per_f, not_ok, processes, unfinished, granted_writes,
-                                           last_end, rejected))
-
-
-# ---- reporting helpers shared by the checks ----
-
-def seconds(ns: int | float) -> str:
-    """ns since the run started as a short seconds figure: 12300000000 -> '12.3 s'."""
-    if ns == math.inf:
-        return "the end of the history"
-    text = f"{ns / 1e9:.3f}".rstrip("0").rstrip(".")
-    return f"{text} s"
-
-
-def who(p: Process) -> str:
-    return "the nemesis" if p == NEMESIS else f"process {p}"
-
-
-def tok(token: int | None) -> str:
-    return "no token" if token is None else f"token {token}"
-
-
-@dataclass(slots=True)
-class Collector:
-    """Keeps the first MAX_REPORTED violations (by when they became evident) and counts all."""
-
-    found: list[tuple[int, Violation]] = field(default_factory=list)
-    by_kind: dict[str, int] = field(default_factory=dict)
-
-    def add(self, at: int, kind: str, explanation: str, ops: tuple[OpRef, ...], *,
-            lock: str | None = None, key: str | None = None, stale_grant: int | None = None,
-            next_grant: int | None = None, cause: dict[str, Any] | None = None) -> None:
-        """Record a violation that became evident at `at` ns (kept in the output as "time_ns").
-        `stale_grant` is the grant whose going stale it follows from (its incident), `next_grant`
-        the grant that came after it, where known, `cause` the library step (checker.steps)."""
-        v = Violation(kind, explanation, ops, lock=lock, key=key, extra={"time_ns": at, **(
-            {"cause": cause} if cause else {})}, stale_grant=stale_grant, next_grant=next_grant)
-        self.found.append((at, v))
-        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
-
-    @property
-    def count(self) -> int:
-        return len(self.found)
-
-    def reported(self) -> list[Violation]:
-        self.found.sort(key=lambda x: x[0])
-        return [v for _, v in self.found[:MAX_REPORTED]]
-
-    def details(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"count": self.count, "count_by_kind": dict(self.by_kind)}
-        if self.found:
-            out["first_violation_ns"] = min(at for at, _ in self.found)
-        return out
+                                           last_end, rejected, granted_times, granted_gids))

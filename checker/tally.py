@@ -53,3 +53,8 @@ class OpTally:
     granted_writes: list[Op]  # accepted writes that belong to a grant (write_grant)
     last_end: int  # the latest completion time of any op
     rejected_writes: int  # client writes failed with error stale-token
+    # granted_writes' invoke times and grants: the statistics compare them with the grants'
+    # expiry as columns, without reading each write again (an op out of cache costs more than
+    # the two appends that kept these while it was in cache)
+    granted_times: list[int] = field(default_factory=list)
+    granted_gids: list[int] = field(default_factory=list)
