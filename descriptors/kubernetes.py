@@ -14,7 +14,7 @@ from fencecheck.descriptors.base import (
     Program,
     scenario,
 )
-from fencecheck.descriptors.rows import K8S_LEADER
+from fencecheck.descriptors.rows import K8S_LEADER, NOTICES_WORK
 
 BACKEND = BackendDescriptor(
     name="kubernetes",
@@ -34,7 +34,7 @@ BACKEND = BackendDescriptor(
                          note="the library refuses a Lease under 2 s", workload="leader",
                          lease_ms=3000, concurrency=3, time_limit_s=10),
                 scenario("pause", "must-find", **K8S_LEADER,
-                         time_limit_s=20),
+                         time_limit_s=20, client_options=NOTICES_WORK),
                 scenario("pause", "must-pass", fencing=True, **K8S_LEADER, time_limit_s=20),
                 scenario("partition", "must-pass", fencing=True, **K8S_LEADER, time_limit_s=20),
                 scenario("kill", "must-pass", fencing=True,
@@ -60,7 +60,8 @@ BACKEND = BackendDescriptor(
             token="the Lease's resourceVersion of the winning write",
             workloads=frozenset({"lock", "leader"}),
             comparison=(
-                scenario("pause", "must-find", lease_ms=2000, time_limit_s=20),
+                scenario("pause", "must-find", lease_ms=2000, time_limit_s=20,
+                         client_options=NOTICES_WORK),
                 scenario("pause", "must-find", fencing=True,
                          note=("ReleaseOnCancel after a pause empties the successor's Lease: "
                                "double grant only"),

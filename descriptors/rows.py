@@ -17,3 +17,7 @@ RESTART_EMPTY: dict[str, Any] = {
 CLOCK_JUMP: dict[str, Any] = {"lease_ms": 3000, "time_limit_s": 15}
 # kubernetes-python: the leader workload, a Lease of 3 s (the library refuses one under 2 s)
 K8S_LEADER: dict[str, Any] = {"workload": "leader", "lease_ms": 3000, "concurrency": 3}
+# the unfenced pause rows of the libraries that tell a holder its lock is gone: their notices
+# recorded (the comparison's notice column) while the holder works on as before (notices=work:
+# a write after the notice is the write-after-notice kind, beside what the row found already)
+NOTICES_WORK: dict[str, Any] = {"notices": "work"}

@@ -14,6 +14,7 @@ from fencecheck.descriptors.base import (
     Program,
     scenario,
 )
+from fencecheck.descriptors.rows import NOTICES_WORK
 
 BACKEND = BackendDescriptor(
     name="zookeeper",
@@ -29,7 +30,7 @@ BACKEND = BackendDescriptor(
             comparison=(
                 scenario("pause", "must-find",
                          note="the session timeout (ZooKeeper allows 400 ms to 120 s)",
-                         lease_ms=2000, time_limit_s=15),
+                         lease_ms=2000, time_limit_s=15, client_options=NOTICES_WORK),
                 scenario("pause", "must-pass", fencing=True, lease_ms=2000, time_limit_s=15),
                 scenario("clock", "must-pass", lease_ms=2000, time_limit_s=15),
                 scenario("kill", "must-pass", fencing=True, lease_ms=2000, time_limit_s=15),
@@ -51,6 +52,13 @@ BACKEND = BackendDescriptor(
             token="the lock node's czxid",
             workloads=frozenset({"lock"}),
             weight=1,
+            # A JVM per worker: 3 workers, 30 s; sections of 6 writes 300 ms apart, so that a
+            # woken holder still holds the lock when Curator says SUSPENDED (its notice)
+            comparison=(
+                scenario("pause", "must-find", concurrency=3, lease_ms=2000, time_limit_s=30,
+                         workload_options={"writes_per_section": 6, "think_ms": 300},
+                         client_options=NOTICES_WORK),
+            ),
         ),
     ),
     token="czxid",
