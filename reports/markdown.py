@@ -138,7 +138,8 @@ NOTES = """\
   kubernetes/kubernetes PR #132849 (fixing issue #131867); before it, the release wrote with the
   last resourceVersion the elector had seen, and the API server would have refused it with a
   conflict. Fenced by resourceVersion, no stale write gets through: its fenced pause row finds
-  double-grant only (the history does not yet tie each double grant to that write). See
+  double-grant only; the client records the elector's Lease writes, and the checker ties a
+  double grant to the release's write (13 of 13 in the run the findings page shows). See
   [findings/client-go-release.md](findings/client-go-release.md).
 - **Consul: lock-delay is what keeps a paused holder's successor waiting.** The Go `api.Lock`
   renews its session in the background; paused past the session's TTL (a server waits up to
