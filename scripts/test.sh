@@ -13,7 +13,18 @@ late_log=$(mktemp)
 late=
 bash scripts/build-clients.sh --late without >"$builds_log" 2>&1 &
 builds=$!
-stop_builds() { kill "$builds" ${late:+"$late"} 2>/dev/null || true; rm -f "$builds_log" "$late_log"; }
+# Every xdist worker imports every test module, and pytest rewrites their asserts (and those of
+# its plugins: hypothesis, anyio, xdist) on import: 16 s of CPU a worker, 6 s when it finds them
+# rewritten in __pycache__ (docs/test-suite-cpu.md), which it reads even under
+# PYTHONDONTWRITEBYTECODE but then never writes. So one collection fills that cache first, beside
+# the lint and type checks (one core each; about 15 and 17 s), not after them.
+env -u PYTHONDONTWRITEBYTECODE .venv/bin/pytest --collect-only -q -p no:cacheprovider "$@" \
+  >/dev/null 2>&1 &
+collect=$!
+stop_builds() {
+  kill "$builds" "$collect" ${late:+"$late"} 2>/dev/null || true
+  rm -f "$builds_log" "$late_log"
+}
 trap stop_builds EXIT
 .venv/bin/ruff check .
 .venv/bin/mypy
@@ -46,12 +57,8 @@ workers=${FC_TEST_WORKERS:-4}
 bash scripts/build-clients.sh --late only >"$late_log" 2>&1 &
 late=$!
 export FC_LATE_BUILDS_PID=$late
-# Every xdist worker imports every test module, and pytest rewrites their asserts (and those of
-# its plugins: hypothesis, anyio, xdist) on import: 16 s of CPU a worker, 6 s when it finds them
-# rewritten in __pycache__ (docs/test-suite-cpu.md), which it reads even under
-# PYTHONDONTWRITEBYTECODE but then never writes. So one collection fills that cache first.
-env -u PYTHONDONTWRITEBYTECODE .venv/bin/pytest --collect-only -q -p no:cacheprovider "$@" \
-  >/dev/null 2>&1 || true
+# The collection started above has filled pytest's cache of rewritten test modules.
+wait "$collect" || true
 # A worker that dies is not replaced: with --dist loadgroup, pytest-xdist 3.8 can deadlock after
 # replacing a crashed worker (pytest-xdist #1323, #1327, #1378), which turned a crash into a run
 # that never ends. Without replacement the run ends, the crashed test is named and fails the run
