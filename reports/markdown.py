@@ -94,7 +94,10 @@ def lines(out_dir: Path) -> list[Line]:
             options=", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(opts.items())),
             expect=row.expect, seeds=len(row.runs), found=found, kinds=tuple(sorted(kinds)),
             first_s=statistics.median(firsts) if firsts else None, met=row.met,
-            notice=notice_text(notices, statistics.median_low(leads) / 1e6 if leads else None),
+            # "–": the row's runs did not record notices (`notices` off, the default), which
+            # says nothing of whether the library gives any; "none": recorded, and none came
+            notice=(notice_text(notices, statistics.median_low(leads) / 1e6 if leads else None)
+                    if notices or opts.get("notices", "off") != "off" else "–"),
         ))
     return out
 
@@ -183,7 +186,9 @@ def render(rows: Sequence[Line], source: str) -> str:
         "violation kinds over those runs; **first** is the median time from the start of a run "
         "to its first violation; **notice** is when the library told its holders that the "
         "lock was lost (lost-lock notices), as the median over the seeds' grants of the "
-        "notice's lead before the grant's surely-held end (a lag: after it), or none. A "
+        "notice's lead before the grant's surely-held end (a lag: after it), none when the "
+        "row recorded notices and none came, – when the row does not record them "
+        "(`--client-opt notices`, off by default). A "
         "must-find row expects every seed to find one, a must-pass row expects none.",
         "",
         f"{met} of {len(rows)} rows met their expectation.",

@@ -51,7 +51,7 @@ def test_lines_count_found_seeds_and_kinds(tmp_path: Path) -> None:
 def test_render_names_every_row_and_flags_the_missed_one(tmp_path: Path) -> None:
     text = render(lines(_matrix(tmp_path)), "examples/libraries.toml")
     assert "1 of 2 rows met their expectation." in text
-    assert "| postgres-advisory | partition | no | must-find | 1/2 | lost-update | 4.0 s | none " \
+    assert "| postgres-advisory | partition | no | must-find | 1/2 | lost-update | 4.0 s | – " \
         "| **MISSED** |" in text
     assert text.count("\n| ") == 3  # the header and two rows
 
@@ -93,7 +93,7 @@ def test_a_row_run_again_later_replaces_the_earlier_run_in_its_place(
     text = capsys.readouterr().out
     assert "2 of 2 rows met their expectation." in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "pg-advisory" in line]
-    assert len(rows) == 2 and "| 1/1 | lost-update | 3.0 s | none | met |" in rows[0]
+    assert len(rows) == 2 and "| 1/1 | lost-update | 3.0 s | – | met |" in rows[0]
 
 
 def test_a_client_is_described_once_by_its_descriptor_with_the_version_it_ran() -> None:
@@ -110,3 +110,24 @@ def test_a_client_is_described_once_by_its_descriptor_with_the_version_it_ran() 
         "npm `redlock` over ioredis [redlock 4.2.0]"
     assert versions("kubernetes", "client-go")["client"].endswith("[client-go v0.37.2]")
     assert "client" not in versions("redis", "no-such-client")
+
+
+def test_the_notice_column_tells_not_recorded_from_none_from_a_lag(tmp_path: Path) -> None:
+    # "–": the row did not record notices (off, the default); "none": it did, and none came;
+    # otherwise the median lead or lag of the grants told
+    out = tmp_path / "out"
+    out.mkdir()
+    runs = [_run(tmp_path, n, "invalid", "zookeeper", False, ["lost-update"], 10**9)
+            for n in ("off", "quiet", "told")]
+    for name, mode in (("quiet", "work"), ("told", "work")):
+        test = json.loads((tmp_path / name / "test.json").read_text())
+        test["config"]["client_options"] = {"notices": mode}
+        (tmp_path / name / "test.json").write_text(json.dumps(test))
+    told = json.loads((tmp_path / "told" / "results.json").read_text())
+    told["checks"]["notices"] = {"violations": [], "notices": 1,
+                                 "per_grant": [{"lead_ns": -250_000_000}]}
+    (tmp_path / "told" / "results.json").write_text(json.dumps(told))
+    rows = [{"row": f"r-{r['run_dir'][-5:]}", "expect": "must-find", "met": True, "runs": [r]}
+            for r in runs]
+    (out / "matrix.json").write_text(json.dumps({"rows": rows}))
+    assert [line.notice for line in lines(out)] == ["–", "none", "lag 250 ms"]
