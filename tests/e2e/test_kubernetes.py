@@ -81,9 +81,9 @@ def test_kubernetes_python_paused_unfenced_is_caught_and_fenced_by_resource_vers
 # Sections of 30 x 400 ms: the holder paused after its grant wakes with work left, and the
 # library's renew loop, paused with it, gives up a retry and a renew_deadline (2.1 s) later.
 NOTICED = ("--backend", "kubernetes", "--nodes", "1", "--client", "kubernetes-python",
-           "--lease-ms", "3000",
-           "--concurrency", "3", "--nemesis", "pause", "--fencing", "off", "--writes", "30",
-           "--think-ms", "400", "--time-limit", "20", "--client-opt", "notices=work")
+           "--lease-ms", "3000", "--concurrency", "3", "--nemesis", "pause", "--fencing", "off",
+           "--writes", "30", "--think-ms", "400", "--time-limit", "20",
+           "--client-opt", "notices=work")
 
 
 @pytest.mark.usefixtures("no_leftovers")
