@@ -82,15 +82,20 @@ def test_redis_always_synced_every_grant_none(tmp_path: Path) -> None:
 def test_redlock_a_majority_forgets_a_fresh_grant_double_grant(tmp_path: Path) -> None:
     # a hold (0.3-1 s) inside the critical section (3 x 800 ms) with a 10 s lease; seed 1 draws a
     # majority loss right after a grant (measured alone: found in 5 runs of 5; seeds 1-5: 4 of 5).
-    # A loss finds the grant only if it lands before the masters' once-a-second fsync: beside
-    # the parallel suite the controller came late to every fault of a 15 s run (VALID, once), so
-    # the run is 25 s, for more faults that can land in time.
-    code, results, run_dir, out = _run(
-        tmp_path / "store", "--backend", "redlock", "--persistence", "everysec",
-        "--nemesis", "lose-unsynced", "--lease-ms", "10000", "--think-ms", "800",
-        "--fault-duration", "0.3,1", "--time-limit", "25", "--seed", "1")
+    # A loss finds the grant only if it lands before the masters' once-a-second fsync, and only if
+    # no master comes back holding a key from its last fsync (a contender's minority SET whose DEL
+    # was lost, or an earlier holder's) that blocks it until the key's 10 s TTL: in CI beside the
+    # parallel suite, seed 1 lost the grant on three masters and two came back holding such keys,
+    # so nobody could win a majority (VALID). Up to three seeds; the first that double-grants ends.
+    for seed in ("1", "2", "3"):
+        code, results, run_dir, out = _run(
+            tmp_path / f"store-{seed}", "--backend", "redlock", "--persistence", "everysec",
+            "--nemesis", "lose-unsynced", "--lease-ms", "10000", "--think-ms", "800",
+            "--fault-duration", "0.3,1", "--time-limit", "25", "--seed", seed)
+        assert any(len(lost) >= 3 for lost in _losses(run_dir)), _losses(run_dir)
+        if code == 1 and "double-grant" in _kinds(results):
+            break
     assert code == 1 and "double-grant" in _kinds(results), out
-    assert any(len(lost) >= 3 for lost in _losses(run_dir)), _losses(run_dir)
 
 
 def test_etcd_syncs_before_it_answers_none_tokens_increasing(tmp_path: Path) -> None:
