@@ -177,27 +177,30 @@ def run_schedule(cfg: RunConfig, rng: random.Random, workers: list[WorkerProcess
     tailer = LogTailer()
     for w in workers:
         tailer.follow(w.name, w.events)
-    recorder = _Recorder(record)
-    _wait_for_workers(workers, progress)
-    start = time.monotonic()
-    deadline = start + cfg.time_limit_s
-    plan: SeededSchedule | ReplayedSchedule = (ReplayedSchedule(replay) if replay is not None
-                                   else SeededSchedule(cfg, rng, faults))
-    sched = Scheduler(plan, rng, lambda f, r, view: faults[f].fault.targets(r, view),
-                      [w.name for w in workers], servers, start)
-    meter = _Meter(cfg.time_limit_s, start)
-    while (now := time.monotonic()) < deadline:
-        # A grant released again by the time the controller reads it (its section is short, the
-        # controller late under load) is no longer a critical section to land in: wait on.
-        fresh = [h for h in tailer.poll() if tailer.holding.get(h.worker) is h]
-        seen = Observed(fresh, list(tailer.holding), list(tailer.latest.values()),
-                        tailer.completed)
-        for action in sched.step(now, seen):
+    try:
+        recorder = _Recorder(record)
+        _wait_for_workers(workers, progress)
+        start = time.monotonic()
+        deadline = start + cfg.time_limit_s
+        plan: SeededSchedule | ReplayedSchedule = (
+            ReplayedSchedule(replay) if replay is not None else SeededSchedule(cfg, rng, faults))
+        sched = Scheduler(plan, rng, lambda f, r, view: faults[f].fault.targets(r, view),
+                          [w.name for w in workers], servers, start)
+        meter = _Meter(cfg.time_limit_s, start)
+        while (now := time.monotonic()) < deadline:
+            # A grant released again by the time the controller reads it (its section is short,
+            # the controller late under load) is no longer a critical section to land in: wait on.
+            fresh = [h for h in tailer.poll() if tailer.holding.get(h.worker) is h]
+            seen = Observed(fresh, list(tailer.holding), list(tailer.latest.values()),
+                            tailer.completed)
+            for action in sched.step(now, seen):
+                _carry_out(action, sched, faults, nemesis_log, recorder)
+            meter.report(now, tailer, sched.active, progress)
+            time.sleep(0.005)
+        for action in sched.finish():
             _carry_out(action, sched, faults, nemesis_log, recorder)
-        meter.report(now, tailer, sched.active, progress)
-        time.sleep(0.005)
-    for action in sched.finish():
-        _carry_out(action, sched, faults, nemesis_log, recorder)
+    finally:
+        tailer.close()  # the logs it keeps open between polls
 
 
 def _carry_out(action: Action, sched: Scheduler, faults: dict[str, ScheduledFault],

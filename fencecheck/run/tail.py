@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from fencecheck.workloads.base import WorkloadError
 from fencecheck.workloads.eventlog import Event
@@ -29,6 +30,9 @@ class _File:
     worker: str
     offset: int = 0
     partial: bytes = b""
+    # kept open between polls: the schedule polls every 5 ms, and opening each worker's log
+    # each time was most of the controller's CPU while it waits (the logs are only appended to)
+    fh: BinaryIO | None = None
 
 
 @dataclass(slots=True)
@@ -51,12 +55,13 @@ class LogTailer:
         fresh: list[Holding] = []
         now = time.monotonic()
         for f in self.files:
-            try:
-                with open(f.path, "rb") as fh:
-                    fh.seek(f.offset)
-                    data = fh.read()
-            except FileNotFoundError:
-                continue
+            if f.fh is None:
+                try:
+                    f.fh = open(f.path, "rb")  # noqa: SIM115 (closed by close())
+                except FileNotFoundError:
+                    continue
+                f.fh.seek(f.offset)
+            data = f.fh.read()
             if not data:
                 continue
             f.offset += len(data)
@@ -72,6 +77,12 @@ class LogTailer:
                     continue  # the merge step reports malformed lines; progress just skips them
                 fresh.extend(self._event(f.worker, ev, now))
         return fresh
+
+    def close(self) -> None:
+        for f in self.files:
+            if f.fh is not None:
+                f.fh.close()
+                f.fh = None
 
     def _event(self, worker: str, ev: Event, now: float) -> list[Holding]:
         typ, f = ev.type, ev.f
