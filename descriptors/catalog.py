@@ -14,7 +14,7 @@ import logging
 import pkgutil
 import sys
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoints, entry_points
 from types import ModuleType
 from typing import Protocol, TypeVar
 
@@ -85,9 +85,18 @@ class Plugin:
     dist: str | None
 
 
+@functools.cache
+def _entry_points() -> EntryPoints:
+    """The installed entry points of fencecheck's groups, read once a process: each
+    `entry_points(group=...)` reads every distribution's metadata again (18 ms of CPU for the
+    four groups a worker asks for, against 3 ms for all at once)."""
+    everything = entry_points()  # 3.11: SelectableGroups; 3.12 on: EntryPoints (both select)
+    return EntryPoints(ep for group in GROUPS for ep in everything.select(group=group))
+
+
 def plugins(group: str) -> list[Plugin]:
     out = []
-    for ep in entry_points(group=group):
+    for ep in _entry_points().select(group=group):
         dist = ep.dist.name if ep.dist is not None else None
         out.append(Plugin(group, ep.name, ep.value, dist))
     return sorted(out, key=lambda p: p.name)
@@ -96,7 +105,7 @@ def plugins(group: str) -> list[Plugin]:
 def load_group(group: str, kind: type[T]) -> list[T]:
     """The loaded objects of `group`; each must be an instance of `kind`."""
     out: list[T] = []
-    for ep in entry_points(group=group):
+    for ep in _entry_points().select(group=group):
         try:
             obj = ep.load()
         except Exception as e:  # a broken plugin names itself, not a traceback
