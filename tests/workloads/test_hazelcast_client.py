@@ -66,12 +66,18 @@ def test_refused_while_held_then_granted_after_release(
     assert e.value.error == "timeout" and time.monotonic() - t0 >= 0.5
     with pytest.raises(DefiniteFailure, match="held"):
         b.acquire("excl", LEASE_MS, 0)
-    a.release(g)
+    released = a.release(g)
     g2 = b.acquire("excl", LEASE_MS, 2.0)
     assert g.token is not None and g2.token is not None and g2.token > g.token
     with pytest.raises(DefiniteFailure) as e2:
         a.release(g)  # a no longer holds it: unlock refuses
     assert e2.value.error == "not-held"
+    # each op names its CP session (a's grant, its unlock and its refused unlock: one session)
+    assert g.evidence is not None and g2.evidence is not None
+    a_session = g.evidence["evidence"]["cp_session"]
+    assert isinstance(a_session, int) and isinstance(g2.evidence["evidence"]["cp_session"], int)
+    assert released == {"evidence": {"cp_session": a_session}}
+    assert e2.value.evidence == {"cp_session": a_session}
     with pytest.raises(DefiniteFailure):
         a.renew(g, LEASE_MS)
     b.release(g2)

@@ -23,6 +23,12 @@ Refusals: the lock held until the timeout, a lock lost with its session, the acq
 DefiniteFailure; an operation timeout, a lost connection, the client shutting down ->
 Indeterminate.
 
+Evidence (docs/history-format.md): an ok acquire records `cp_session`, the CP session the grant
+was made under (the library's record of it), and a release, ok or refused, the session its
+unlock carried: a lock is owned by a (session, thread) pair, so a history shows which session
+each grant and unlock belonged to, to be set beside the members' logs ("Session: N is closed",
+"active session: N does not exist").
+
 Options: `endpoints`, `cluster_name`, `worker`, `op_timeout_s`, `connect_timeout_s` (how
 long the first connection may take, default 30; the service gives `session_ttl_s` and `cp`,
 read only for the log).
@@ -42,6 +48,7 @@ from hazelcast.future import Future
 from hazelcast.proxy.cp.fenced_lock import FencedLock
 
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
+from fencecheck.workloads.evidence import EVIDENCE
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +166,8 @@ class HazelcastLockClient:
             raise DefiniteFailure("lock-lost", str(e)) from None
         if fence == INVALID_FENCE:
             raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-        return Grant(lock, int(fence), lease_ms, HazelcastHandle(proxy))
+        return Grant(lock, int(fence), lease_ms, HazelcastHandle(proxy),
+                     evidence=_session_evidence(_grant_session(proxy)))
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         proxy = hazelcast_handle(grant).lock
@@ -177,12 +185,18 @@ class HazelcastLockClient:
         return Grant(grant.lock, grant.token, lease_ms, grant.handle)
 
     def release(self, grant: Grant) -> Mapping[str, Any] | None:
+        proxy = hazelcast_handle(grant).lock
+        # the session the unlock carries (the library reads it the same way as it sends it)
+        session = _current_session(proxy)
         try:
-            self._wait(hazelcast_handle(grant).lock.unlock(), self.op_timeout_s, "unlock")
+            self._wait(proxy.unlock(), self.op_timeout_s, "unlock")
         except Indeterminate:
             self._dirty.add(grant.lock)
             raise
-        return None
+        except DefiniteFailure as e:
+            ev = None if session is None else {"cp_session": session}
+            raise DefiniteFailure(e.error, str(e), ev) from None
+        return _session_evidence(session)
 
     def close(self) -> None:
         self.client.shutdown()
@@ -194,6 +208,30 @@ def _code(e: Exception) -> str:
     if isinstance(e, hz_errors.HazelcastClientNotActiveError):
         return "client-not-active"
     return "connection-lost"
+
+
+def _grant_session(proxy: FencedLock) -> int | None:
+    """The CP session the library recorded this thread's hold under (it sets it as a grant's
+    answer arrives, before the future completes); None if it has none. A private field of
+    hazelcast-python-client's FencedLock, read defensively."""
+    sessions = getattr(proxy, "_lock_session_ids", None)
+    # keyed by the calling thread's ident (the library's util.thread_id)
+    sid = sessions.get(threading.current_thread().ident) if isinstance(sessions, dict) else None
+    return sid if isinstance(sid, int) else None
+
+
+def _current_session(proxy: FencedLock) -> int | None:
+    """The CP session this client's next call on the lock's group carries; None if it has
+    none (-1 in the library) or the library has no such method."""
+    get = getattr(proxy, "_get_session_id", None)
+    sid = get() if callable(get) else None
+    return sid if isinstance(sid, int) and sid >= 0 else None
+
+
+def _session_evidence(session: int | None) -> dict[str, Any] | None:
+    """What an ok op's value adds (Grant.evidence, release's mapping: merged into the value)
+    to name a CP session: its "evidence" object; None when unknown."""
+    return None if session is None else {EVIDENCE: {"cp_session": session}}
 
 
 def hazelcast_handle(grant: Grant) -> HazelcastHandle:
