@@ -83,6 +83,19 @@ def test_refused_while_held_then_granted_after_release(
     b.release(g2)
 
 
+def test_a_grant_dropped_unreleased_is_let_go_before_the_next_acquire(
+        clients: list[HazelcastLockClient]) -> None:
+    # the worker drops a grant unreleased after a read or write of unknown outcome; the next
+    # acquire must be a new grant, not a re-entry with the same fence
+    a, b, _ = clients
+    g = a.acquire("dropped", LEASE_MS, 2.0)
+    g2 = a.acquire("dropped", LEASE_MS, 2.0)
+    assert g.token is not None and g2.token is not None and g2.token > g.token
+    a.release(g2)
+    g3 = b.acquire("dropped", LEASE_MS, 2.0)  # nothing of a's is left holding it
+    b.release(g3)
+
+
 def test_renewal_keeps_the_same_fence_and_the_lock(clients: list[HazelcastLockClient]) -> None:
     a, b, _ = clients
     g = a.acquire("renew", LEASE_MS, 2.0)

@@ -17,8 +17,9 @@ splits the workers with them (the unsafe mode's split brain needs clients on bot
 Every call waits for the library's future until the op's deadline (acquire: its timeout plus
 half a second; others: `op_timeout_s`), then is `Indeterminate`. The lock is re-entrant, so
 after any call on a lock with an unknown outcome (a release that may not have happened, an
-acquire given up on that may yet be granted), the next acquire of it first lets go of every hold
-this worker may have (`_settle`): otherwise it would be a re-entry, granted the same fence.
+acquire given up on that may yet be granted), and after a grant the worker dropped unreleased
+(the library still records the hold), the next acquire of it first lets go of every hold this
+worker may have (`_settle`): otherwise it would be a re-entry, granted the same fence.
 Refusals: the lock held until the timeout, a lock lost with its session, the acquire limit ->
 DefiniteFailure; an operation timeout, a lost connection, the client shutting down ->
 Indeterminate.
@@ -153,7 +154,10 @@ class HazelcastLockClient:
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         proxy = self._lock(lock)
-        if lock in self._dirty:
+        # The library still records a hold of this thread when the worker dropped a grant
+        # unreleased (after a read or write of unknown outcome): without a settle this acquire
+        # would be a re-entry, granted the same fence (docs/findings/hazelcast.md, issue 26).
+        if lock in self._dirty or _grant_session(proxy) is not None:
             self._settle(lock, proxy)
         fut = proxy.try_lock(max(timeout_s, 0.0))
         try:
