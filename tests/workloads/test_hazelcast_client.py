@@ -86,9 +86,14 @@ def test_refused_while_held_then_granted_after_release(
 def test_a_grant_dropped_unreleased_is_let_go_before_the_next_acquire(
         clients: list[HazelcastLockClient]) -> None:
     # the worker drops a grant unreleased after a read or write of unknown outcome; the next
-    # acquire must be a new grant, not a re-entry with the same fence
+    # acquire must be a new grant, not a re-entry with the same fence, and not before the
+    # dropped grant's lease ran out (the retired process may still act under it)
     a, b, _ = clients
     g = a.acquire("dropped", LEASE_MS, 2.0)
+    with pytest.raises(DefiniteFailure) as e:
+        a.acquire("dropped", LEASE_MS, 2.0)
+    assert e.value.error == "unsettled"
+    time.sleep(LEASE_MS / 1000)
     g2 = a.acquire("dropped", LEASE_MS, 2.0)
     assert g.token is not None and g2.token is not None and g2.token > g.token
     a.release(g2)

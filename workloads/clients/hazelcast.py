@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,8 @@ class HazelcastLockClient:
         # acquires given up on that may still be granted.
         self._dirty: set[str] = set()
         self._pending: dict[str, Future[int]] = {}
+        # lock -> time.monotonic() when the lease of this worker's last grant of it runs out
+        self._held_until: dict[str, float] = {}
         try:
             self.client = HazelcastClient(
                 cluster_name=str(options.get("cluster_name", "dev")),
@@ -128,6 +131,19 @@ class HazelcastLockClient:
         except hz_errors.HazelcastError as e:
             raise Indeterminate(_code(e), f"{what}: {type(e).__name__}: {e}") from None
 
+    def _dropped(self, name: str) -> None:
+        """The library still records a hold of this thread: the worker dropped a grant
+        unreleased (its read or write had an unknown outcome, and its process retired). Without
+        a settle the acquire would be a re-entry, granted the same fence; a settle before the
+        dropped grant's lease ran out would free the lock while the retired process may still
+        act under it (docs/findings/hazelcast.md, issue 26). So: DefiniteFailure("unsettled")
+        until then (nothing is sent), and a settle after."""
+        left_s = self._held_until.get(name, 0.0) - time.monotonic()
+        if left_s > 0:
+            raise DefiniteFailure("unsettled", f"{name}: a dropped grant's lease has "
+                                               f"{left_s:.2f} s left")
+        self._dirty.add(name)
+
     def _settle(self, name: str, proxy: FencedLock) -> None:
         """Before a new acquire of a lock whose last call had an unknown outcome: let go of any
         hold this worker may still have on it. A FencedLock is re-entrant, so without this an
@@ -154,10 +170,9 @@ class HazelcastLockClient:
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         proxy = self._lock(lock)
-        # The library still records a hold of this thread when the worker dropped a grant
-        # unreleased (after a read or write of unknown outcome): without a settle this acquire
-        # would be a re-entry, granted the same fence (docs/findings/hazelcast.md, issue 26).
-        if lock in self._dirty or _grant_session(proxy) is not None:
+        if lock not in self._dirty and _grant_session(proxy) is not None:
+            self._dropped(lock)
+        if lock in self._dirty:
             self._settle(lock, proxy)
         fut = proxy.try_lock(max(timeout_s, 0.0))
         try:
@@ -170,6 +185,7 @@ class HazelcastLockClient:
             raise DefiniteFailure("lock-lost", str(e)) from None
         if fence == INVALID_FENCE:
             raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
+        self._held_until[lock] = time.monotonic() + lease_ms / 1000
         return Grant(lock, int(fence), lease_ms, HazelcastHandle(proxy),
                      evidence=_session_evidence(_grant_session(proxy)))
 
