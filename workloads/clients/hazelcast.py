@@ -18,8 +18,10 @@ Every call waits for the library's future until the op's deadline (acquire: its 
 half a second; others: `op_timeout_s`), then is `Indeterminate`. The lock is re-entrant, so
 after any call on a lock with an unknown outcome (a release that may not have happened, an
 acquire given up on that may yet be granted), and after a grant the worker dropped unreleased
-(the library still records the hold), the next acquire of it first lets go of every hold this
-worker may have (`_settle`): otherwise it would be a re-entry, granted the same fence.
+(the library still records the hold; only once that grant's lease ran out, as the retired
+process may still act under it: "unsettled" until then), the next acquire of it first lets go
+of every hold this worker may have (`_settle`): otherwise it would be a re-entry, granted the
+same fence.
 Refusals: the lock held until the timeout, a lock lost with its session, the acquire limit ->
 DefiniteFailure; an operation timeout, a lost connection, the client shutting down ->
 Indeterminate.
