@@ -71,15 +71,39 @@ def test_refused_while_held_then_granted_after_release(
     assert e.value.error == "timeout" and time.monotonic() - t0 >= 0.5
     with pytest.raises(DefiniteFailure, match="held"):
         b.acquire("excl", LEASE_MS, 0)
-    a.release(g)
+    released = a.release(g)
     g2 = b.acquire("excl", LEASE_MS, 2.0)
     assert g.token is not None and g2.token is not None and g2.token > g.token
     with pytest.raises(DefiniteFailure) as e2:
         a.release(g)  # a no longer holds it: unlock refuses
     assert e2.value.error == "not-held"
+    # each op names its CP session (a's grant, its unlock and its refused unlock: one session)
+    assert g.evidence is not None and g2.evidence is not None
+    a_session = g.evidence["evidence"]["cp_session"]
+    assert isinstance(a_session, int) and isinstance(g2.evidence["evidence"]["cp_session"], int)
+    assert released == {"evidence": {"cp_session": a_session}}
+    assert e2.value.evidence == {"cp_session": a_session}
     with pytest.raises(DefiniteFailure):
         a.renew(g, LEASE_MS)
     b.release(g2)
+
+
+def test_a_grant_dropped_unreleased_is_let_go_before_the_next_acquire(
+        clients: list[HazelcastLockClient]) -> None:
+    # the worker drops a grant unreleased after a read or write of unknown outcome; the next
+    # acquire must be a new grant, not a re-entry with the same fence, and not before the
+    # dropped grant's lease ran out (the retired process may still act under it)
+    a, b, _ = clients
+    g = a.acquire("dropped", LEASE_MS, 2.0)
+    with pytest.raises(DefiniteFailure) as e:
+        a.acquire("dropped", LEASE_MS, 2.0)
+    assert e.value.error == "unsettled"
+    time.sleep(LEASE_MS / 1000)
+    g2 = a.acquire("dropped", LEASE_MS, 2.0)
+    assert g.token is not None and g2.token is not None and g2.token > g.token
+    a.release(g2)
+    g3 = b.acquire("dropped", LEASE_MS, 2.0)  # nothing of a's is left holding it
+    b.release(g3)
 
 
 def test_renewal_keeps_the_same_fence_and_the_lock(clients: list[HazelcastLockClient]) -> None:

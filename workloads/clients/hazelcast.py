@@ -17,11 +17,20 @@ splits the workers with them (the unsafe mode's split brain needs clients on bot
 Every call waits for the library's future until the op's deadline (acquire: its timeout plus
 half a second; others: `op_timeout_s`), then is `Indeterminate`. The lock is re-entrant, so
 after any call on a lock with an unknown outcome (a release that may not have happened, an
-acquire given up on that may yet be granted), the next acquire of it first lets go of every hold
-this worker may have (`_settle`): otherwise it would be a re-entry, granted the same fence.
+acquire given up on that may yet be granted), and after a grant the worker dropped unreleased
+(the library still records the hold; only once that grant's lease ran out, as the retired
+process may still act under it: "unsettled" until then), the next acquire of it first lets go
+of every hold this worker may have (`_settle`): otherwise it would be a re-entry, granted the
+same fence.
 Refusals: the lock held until the timeout, a lock lost with its session, the acquire limit ->
 DefiniteFailure; an operation timeout, a lost connection, the client shutting down ->
 Indeterminate.
+
+Evidence (docs/history-format.md): an ok acquire records `cp_session`, the CP session the grant
+was made under (the library's record of it), and a release, ok or refused, the session its
+unlock carried: a lock is owned by a (session, thread) pair, so a history shows which session
+each grant and unlock belonged to, to be set beside the members' logs ("Session: N is closed",
+"active session: N does not exist").
 
 Options: `endpoints`, `cluster_name`, `worker`, `op_timeout_s`, `connect_timeout_s` (how
 long the first connection may take, default 30; the service gives `session_ttl_s` and `cp`,
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +52,7 @@ from hazelcast.future import Future
 from hazelcast.proxy.cp.fenced_lock import FencedLock
 
 from fencecheck.workloads.base import DefiniteFailure, Grant, Indeterminate, WorkloadError
+from fencecheck.workloads.evidence import EVIDENCE
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +87,8 @@ class HazelcastLockClient:
         # acquires given up on that may still be granted.
         self._dirty: set[str] = set()
         self._pending: dict[str, Future[int]] = {}
+        # lock -> time.monotonic() when the lease of this worker's last grant of it runs out
+        self._held_until: dict[str, float] = {}
         try:
             self.client = HazelcastClient(
                 cluster_name=str(options.get("cluster_name", "dev")),
@@ -120,6 +133,19 @@ class HazelcastLockClient:
         except hz_errors.HazelcastError as e:
             raise Indeterminate(_code(e), f"{what}: {type(e).__name__}: {e}") from None
 
+    def _dropped(self, name: str) -> None:
+        """The library still records a hold of this thread: the worker dropped a grant
+        unreleased (its read or write had an unknown outcome, and its process retired). Without
+        a settle the acquire would be a re-entry, granted the same fence; a settle before the
+        dropped grant's lease ran out would free the lock while the retired process may still
+        act under it (docs/findings/hazelcast.md, issue 26). So: DefiniteFailure("unsettled")
+        until then (nothing is sent), and a settle after."""
+        left_s = self._held_until.get(name, 0.0) - time.monotonic()
+        if left_s > 0:
+            raise DefiniteFailure("unsettled", f"{name}: a dropped grant's lease has "
+                                               f"{left_s:.2f} s left")
+        self._dirty.add(name)
+
     def _settle(self, name: str, proxy: FencedLock) -> None:
         """Before a new acquire of a lock whose last call had an unknown outcome: let go of any
         hold this worker may still have on it. A FencedLock is re-entrant, so without this an
@@ -146,6 +172,8 @@ class HazelcastLockClient:
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         proxy = self._lock(lock)
+        if lock not in self._dirty and _grant_session(proxy) is not None:
+            self._dropped(lock)
         if lock in self._dirty:
             self._settle(lock, proxy)
         fut = proxy.try_lock(max(timeout_s, 0.0))
@@ -159,7 +187,9 @@ class HazelcastLockClient:
             raise DefiniteFailure("lock-lost", str(e)) from None
         if fence == INVALID_FENCE:
             raise DefiniteFailure("timeout" if timeout_s > 0 else "held", lock)
-        return Grant(lock, int(fence), lease_ms, HazelcastHandle(proxy))
+        self._held_until[lock] = time.monotonic() + lease_ms / 1000
+        return Grant(lock, int(fence), lease_ms, HazelcastHandle(proxy),
+                     evidence=_session_evidence(_grant_session(proxy)))
 
     def renew(self, grant: Grant, lease_ms: int) -> Grant:
         proxy = hazelcast_handle(grant).lock
@@ -177,12 +207,18 @@ class HazelcastLockClient:
         return Grant(grant.lock, grant.token, lease_ms, grant.handle)
 
     def release(self, grant: Grant) -> Mapping[str, Any] | None:
+        proxy = hazelcast_handle(grant).lock
+        # the session the unlock carries (the library reads it the same way as it sends it)
+        session = _current_session(proxy)
         try:
-            self._wait(hazelcast_handle(grant).lock.unlock(), self.op_timeout_s, "unlock")
+            self._wait(proxy.unlock(), self.op_timeout_s, "unlock")
         except Indeterminate:
             self._dirty.add(grant.lock)
             raise
-        return None
+        except DefiniteFailure as e:
+            ev = None if session is None else {"cp_session": session}
+            raise DefiniteFailure(e.error, str(e), ev) from None
+        return _session_evidence(session)
 
     def close(self) -> None:
         self.client.shutdown()
@@ -194,6 +230,30 @@ def _code(e: Exception) -> str:
     if isinstance(e, hz_errors.HazelcastClientNotActiveError):
         return "client-not-active"
     return "connection-lost"
+
+
+def _grant_session(proxy: FencedLock) -> int | None:
+    """The CP session the library recorded this thread's hold under (it sets it as a grant's
+    answer arrives, before the future completes); None if it has none. A private field of
+    hazelcast-python-client's FencedLock, read defensively."""
+    sessions = getattr(proxy, "_lock_session_ids", None)
+    # keyed by the calling thread's ident (the library's util.thread_id)
+    sid = sessions.get(threading.current_thread().ident) if isinstance(sessions, dict) else None
+    return sid if isinstance(sid, int) else None
+
+
+def _current_session(proxy: FencedLock) -> int | None:
+    """The CP session this client's next call on the lock's group carries; None if it has
+    none (-1 in the library) or the library has no such method."""
+    get = getattr(proxy, "_get_session_id", None)
+    sid = get() if callable(get) else None
+    return sid if isinstance(sid, int) and sid >= 0 else None
+
+
+def _session_evidence(session: int | None) -> dict[str, Any] | None:
+    """What an ok op's value adds (Grant.evidence, release's mapping: merged into the value)
+    to name a CP session: its "evidence" object; None when unknown."""
+    return None if session is None else {EVIDENCE: {"cp_session": session}}
 
 
 def hazelcast_handle(grant: Grant) -> HazelcastHandle:
