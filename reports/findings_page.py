@@ -189,9 +189,10 @@ def render_index(lines: Sequence[dict[str, Any]]) -> str:
         out += ["", "Not measured by the matrix outputs this index was made from:", "", *notes]
     out += ["", "## How the pages are made", "",
             "Each row of `examples/findings/findings.toml` is one finding's scenario over ten "
-            "seeds; the first seed that found the finding's kind is the run its page shows, and "
-            "that run's `test.json` and `schedule.json` are what `examples/findings/<name>/` "
-            "ships (shrunk by `fencecheck shrink` where its `shrink.json` says so). Then:", "",
+            "seeds; the first seed that found the finding's kind is the run its page shows. "
+            "`examples/findings/<name>/` ships the `test.json` and `schedule.json` of a recorded "
+            "run of the row that found it (shrunk by `fencecheck shrink` where a `shrink.json` "
+            "says so), which `fencecheck run --replay` plays again. Then:", "",
             "```sh",
             "sudo fencecheck matrix examples/findings/findings.toml --store store \\",
             "     --out store/_matrix/findings",
