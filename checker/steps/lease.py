@@ -99,6 +99,12 @@ class LeaseSteps:
         return wipe.base_rv in self.wrote.get(held_id, ())
 
     def double_grant(self, held: Grant, later: Grant) -> Cause | None:
+        # The Lease's order, not the history's: a grant whose answer reached its worker late
+        # can come second in the history with the lower resourceVersion (its elector took the
+        # Lease first, a release wiped it, and the other took the free Lease before the late
+        # answer arrived). The grant a release wiped is the one of the lower token.
+        if held.token is not None and later.token is not None and later.token < held.token:
+            held, later = later, held
         held_id = self.identity.get((held.process, held.acquire.index))
         if held_id is None or held.token is None or held.lock not in self.locks:
             return None
