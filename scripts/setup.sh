@@ -39,14 +39,17 @@ py=python3
 stamp=.venv/.fencecheck-installed
 # The checkout goes on sys.path as a plain .pth line ("compat" editable mode), not through the
 # import hook setuptools installs by default: that hook imports importlib.metadata and email in
-# every Python process of the venv, about 80 ms of CPU each, and a test run starts some 2,000.
+# every Python process of the venv, 20 to 30 ms of CPU each (docs/measurements.md, "A
+# process's start"), and a test run starts some 2,000.
 mode=editable_mode=compat
 if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] \
     || [ "$(cat "$stamp")" != "$mode" ]; then
   "$py" -m venv .venv
   .venv/bin/pip install -q --upgrade pip
   # every extra (what runs clusters, each family of lock clients) and the tools of the tests
-  .venv/bin/pip install -q -e '.[all,dev]' --config-settings "$mode"
+  # setuptools calls the compat mode transitional (to be removed one day): then the default
+  .venv/bin/pip install -q -e '.[all,dev]' --config-settings "$mode" \
+    || .venv/bin/pip install -q -e '.[all,dev]'
   echo "$mode" >"$stamp"
 fi
 # Each run starts its controller and a worker per client as new Python processes. Where
