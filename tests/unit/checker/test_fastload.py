@@ -57,7 +57,6 @@ def test_simulated_histories_read_the_same(tmp_path: Path, monkeypatch: pytest.M
     assert fast == exact_ops(path, monkeypatch)
 
 
-
 @pytest.mark.parametrize("block", [7, 100, 4096, 1 << 16])
 @pytest.mark.parametrize("ending", ["\n", "", "\n\n \n"])
 def test_block_boundaries_do_not_change_what_is_read(tmp_path: Path,
@@ -74,6 +73,7 @@ def test_block_boundaries_do_not_change_what_is_read(tmp_path: Path,
     monkeypatch.setattr("fencecheck.checker.fastload._BLOCK", block)
     fast = fast_ops(path)
     assert fast is not None and fast == exact
+
 
 GOOD = [
     '{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","value":{"lock":"l"}}',
