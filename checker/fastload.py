@@ -53,6 +53,12 @@ from fencecheck.checker.reader import (
 )
 from fencecheck.records.history import DECODER, Line
 
+# Bytes read at a time: under glibc's mmap threshold (128 KiB), so a block reuses the memory of
+# the one before. A 1 MiB block was mapped and unmapped each time: 10,400 of the load's 74,700
+# page faults on the benchmark history (2 to 3 us of system time each on this VM), for the same
+# instructions (docs/checker-speed.md).
+_BLOCK = 1 << 16
+
 
 class _Irregular(Exception):
     """Something the fast path does not judge: the exact reader will."""
@@ -101,7 +107,7 @@ def _pair(path: Path) -> list[Op]:
     with open(path, "rb") as fh:
         read = fh.read
         readline = fh.readline
-        while chunk := read(1 << 20):
+        while chunk := read(_BLOCK):
             if chunk[-1] != 10:
                 chunk += readline()
             colons += chunk.count(b":")

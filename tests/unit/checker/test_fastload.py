@@ -57,6 +57,24 @@ def test_simulated_histories_read_the_same(tmp_path: Path, monkeypatch: pytest.M
     assert fast == exact_ops(path, monkeypatch)
 
 
+@pytest.mark.parametrize("block", [7, 100, 4096, 1 << 16])
+@pytest.mark.parametrize("ending", ["\n", "", "\n\n \n"])
+def test_block_boundaries_do_not_change_what_is_read(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     block: int, ending: str) -> None:
+    """The file is read in blocks completed to the end of a line: a block boundary anywhere
+    (mid-line, at a line's end, in trailing blank lines) reads as one block would."""
+    cfg = SimConfig(processes=4, locks=2, events=300, p_info=0.1, lease_ms=200)
+    text = "".join(json.dumps(e, separators=(",", ":")) + "\n"
+                   for e in simulate(cfg, random.Random(11)))
+    path = tmp_path / "h.jsonl"
+    path.write_text(text[:-1] + ending)
+    exact = exact_ops(path, monkeypatch)
+    monkeypatch.setattr("fencecheck.checker.fastload._BLOCK", block)
+    fast = fast_ops(path)
+    assert fast is not None and fast == exact
+
+
 GOOD = [
     '{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","value":{"lock":"l"}}',
     '{"index":1,"time":2,"process":0,"type":"ok","f":"acquire","value":{"token":1}}',
