@@ -96,10 +96,13 @@ def log(msg: str) -> None:
 
 def host_matrix(out: Path) -> float:
     t0 = time.monotonic()
-    r = subprocess.run([str(ROOT / ".venv/bin/fencecheck"), "matrix", MATRIX, "--store",
+    # This interpreter and this checkout (PYTHONPATH), as the Job's image has them: a worktree
+    # without a .venv of its own, or a venv installed from another checkout, runs this code.
+    r = subprocess.run([sys.executable, "-m", "fencecheck", "matrix", MATRIX, "--store",
                         str(out / "store"), "--out", str(out / "merged"), "--junit",
                         str(out / "junit.xml")], cwd=ROOT, capture_output=True, text=True,
-                       env={"COLUMNS": "200", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+                       env={"COLUMNS": "200", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                            "PYTHONPATH": str(ROOT)})
     if r.returncode not in (0, 1):
         raise SystemExit(f"host matrix exited {r.returncode}: {r.stderr[-2000:]}")
     return time.monotonic() - t0

@@ -11,9 +11,10 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 # Tools; the lock services' packages are declared by their backend descriptors (below).
+# containernetworking-plugins: the pod network of the one-node Kubernetes (clusters/kube/).
 pkgs=(python3 python3-venv python3-dev gcc libc6-dev iproute2 iptables procps psmisc
       openssh-server chromium chromium-driver docker.io debootstrap sudo
-      fuse3 libfuse3-dev pkg-config
+      fuse3 libfuse3-dev pkg-config containernetworking-plugins
       ${FC_SETUP_EXTRA:-})
 install_missing() {
   local missing=()

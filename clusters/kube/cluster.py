@@ -91,6 +91,9 @@ class LocalKube:
         """Bring the cluster up (module docstring); on any failure, take down what exists."""
         kube_bin, node_dir = kube_build.binary(), node_build.build_dir()
         node_build.binary("kubelet")  # NotBuilt before anything exists
+        if missing := files.missing_cni_plugins():
+            raise ClusterError(f"kube: no CNI plugin {', '.join(missing)} in "
+                               f"{files.CNI_BIN_DIR}: apt-get install {files.CNI_PACKAGE}")
         t0 = time.monotonic()
         try:
             self._claim()

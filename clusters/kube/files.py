@@ -158,13 +158,26 @@ oom_score = 0
   SystemdCgroup = false
 
 [{cri}.cni]
-  bin_dir = "/usr/lib/cni"
+  bin_dir = "{CNI_BIN_DIR}"
   conf_dir = "{layout.cni_conf_dir}"
   max_conf_num = 1
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "{layout.dir}/containerd/opt"
 """
+
+
+# Debian's containernetworking-plugins; docker.io brings containerd and runc but not these.
+CNI_BIN_DIR = Path("/usr/lib/cni")
+CNI_PLUGINS = ("bridge", "host-local", "loopback")  # the conflist's, and containerd's lo
+CNI_PACKAGE = "containernetworking-plugins"
+
+
+def missing_cni_plugins(bin_dir: Path = CNI_BIN_DIR) -> list[str]:
+    """The CNI plugins the pods' network needs that are not in `bin_dir`. Without them the
+    node still turns Ready (it needs the config, not the programs) and every pod sandbox then
+    fails (`failed to find plugin "bridge"`), so the cluster checks before it starts."""
+    return [name for name in CNI_PLUGINS if not (bin_dir / name).is_file()]
 
 
 def cni_conflist(layout: Layout) -> str:

@@ -159,3 +159,14 @@ def test_the_node_build_pins_the_api_servers_release() -> None:
     assert [s[-1] for s in steps[:4]] == [f"k8s.io/kubernetes/cmd/{c}" for c in
                                            node_build.COMMANDS]
     assert "build/pause/linux/pause.c" in steps[-1][-1]
+
+
+def test_missing_cni_plugins_are_named(tmp_path: Path) -> None:
+    (tmp_path / "bridge").write_text("")
+    assert files.missing_cni_plugins(tmp_path) == ["host-local", "loopback"]
+    for name in files.CNI_PLUGINS:
+        (tmp_path / name).write_text("")
+    assert files.missing_cni_plugins(tmp_path) == []
+    c = tomllib.loads(files.containerd_config(LAYOUT, "fencecheck.local/pause:v1"))
+    cri = c["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["cni"]["bin_dir"] == str(files.CNI_BIN_DIR)
