@@ -249,6 +249,9 @@ GROUPS: dict[str, str] = {
     "tests/e2e/test_membership.py": "member",
     "tests/e2e/test_power_loss.py": "powerloss",
     "tests/clusters/test_membership.py": "member",
+    # the shipped findings' replays (issue 29; one a run, every one with FC_REPLAY_FINDING=all):
+    # up to three kube-apiservers a replay, so one after another on one worker
+    "tests/e2e/test_findings_replay.py": "replay",
     # the docker runtime: container starts are serialized in dockerd anyway
     "tests/clusters/test_docker.py": "docker",
     "tests/e2e/test_runtimes.py": "docker",
