@@ -150,6 +150,11 @@ def run_fencecheck(*args: str, timeout: float, **popen: Any) -> subprocess.Compl
     return run_cmd(fencecheck_argv(*args), timeout=timeout, **popen)
 
 
+def run_directory(stdout: str) -> Path:
+    """The run folder a `fencecheck run` printed (its "run directory: PATH" line)."""
+    return Path(stdout.split("run directory:")[1].split()[0])
+
+
 def at_once(*calls: Callable[[], Any]) -> list[Any]:
     """Every call at the same time (threads: each usually waits on a `fencecheck run` process);
     their results in order. All have ended when it returns, so a test leaves nothing running,

@@ -28,7 +28,13 @@ from typing import Any
 import pytest
 
 from fencecheck.descriptors import catalog
-from tests.conftest import REPO, fc_namespaces, run_fencecheck, wait_for_late_builds
+from tests.conftest import (
+    REPO,
+    fc_namespaces,
+    run_directory,
+    run_fencecheck,
+    wait_for_late_builds,
+)
 from tests.e2e.test_run_backends import kinds
 
 FINDINGS = REPO / "examples" / "findings"
@@ -72,7 +78,7 @@ def _replay(folder: Path, store: Path) -> tuple[int, set[str], str]:
                        env={**os.environ, "COLUMNS": "500"})
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode in (0, 1), r.stdout + r.stderr
-    run_dir = Path(r.stdout.split("run directory:")[1].split()[0])
+    run_dir = run_directory(r.stdout)
     test = json.loads((run_dir / "test.json").read_text())
     assert test["config"]["replay"] is not None  # the recorded schedule was played
     assert not fc_namespaces(test["run_id"])

@@ -20,7 +20,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import fc_mounts, fencecheck_argv, run_fencecheck, run_processes_alive
+from tests.conftest import (
+    fc_mounts,
+    fencecheck_argv,
+    run_directory,
+    run_fencecheck,
+    run_processes_alive,
+)
 
 
 def _missing() -> str | None:
@@ -45,7 +51,7 @@ REDIS = ("--backend", "redis", "--nemesis", "lose-unsynced", "--think-ms", "400"
 def _run(store: Path, *args: str) -> tuple[int, dict[str, Any], Path, str]:
     r = run_fencecheck("run", "--store", str(store), *args, timeout=120)
     assert r.returncode in (0, 1), r.stdout + r.stderr
-    run_dir = Path(r.stdout.split("run directory:")[1].split()[0])
+    run_dir = run_directory(r.stdout)
     return r.returncode, json.loads((run_dir / "results.json").read_text()), run_dir, r.stdout
 
 

@@ -34,7 +34,7 @@ from fencecheck.nemesis.schedule import (
     write_steps,
 )
 from fencecheck.run.config import make_config
-from tests.conftest import run_fencecheck
+from tests.conftest import run_directory, run_fencecheck
 from tests.fencecheck.fakes import Calls, FakeFault
 
 
@@ -100,7 +100,7 @@ def test_replay_of_an_unfenced_pause_run_finds_violations_again(tmp_path: Path) 
     for _ in range(2):  # a real system is not deterministic: a couple of tries
         r = _cli("run", "--replay", str(original), "--store", str(store))
         assert r.returncode in (0, 1), r.stdout + r.stderr
-        replay = Path(r.stdout.split("run directory:")[1].split()[0])
+        replay = run_directory(r.stdout)
         test = json.loads((replay / "test.json").read_text())
         assert test["config"]["replay"] == str((original / "schedule.json").resolve())
         # exactly the recorded steps, as far as the time limit reached them

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from fencecheck.nemesis.successor import ENDED_BY_SUCCESSOR
-from tests.conftest import run_fencecheck
+from tests.conftest import run_directory, run_fencecheck
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -22,7 +22,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _run_dir(r: subprocess.CompletedProcess[str]) -> Path:
     assert r.returncode in (0, 1), r.stdout + r.stderr
-    return Path(r.stdout.split("run directory:")[1].split()[0])
+    return run_directory(r.stdout)
 
 
 def _pauses(run_dir: Path) -> list[tuple[float, dict[str, Any]]]:
