@@ -6,8 +6,8 @@ Every finding replayed in every run of the test command would cost minutes (a cl
 alone starts three kube-apiservers), more than the command's budget allows; so one finding a run,
 rotating with the UTC day (the day number modulo the number of findings), and
 benchmarks/bench_replay.py --findings measures all of them, ten tries each. FC_REPLAY_FINDING
-picks instead: a finding's name, or `all`. Each finding is a test of its own; those not picked
-are skipped.
+picks instead: a finding's name, or `all` (tests/e2e/replay_pick.py). Each finding is a test of
+its own; only the picked ones are collected.
 
 A replay is not deterministic (a real system's timing decides whether the stale holder's write
 lands in the successor's section), and the bar is 8 replays in 10: so the chosen finding may be
@@ -20,7 +20,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -29,32 +28,15 @@ import pytest
 
 from fencecheck.descriptors import catalog
 from tests.conftest import (
-    REPO,
     fc_namespaces,
     run_directory,
     run_fencecheck,
     wait_for_late_builds,
 )
+from tests.e2e.replay_pick import ENV, FINDINGS, chosen, picked, shipped
 from tests.e2e.test_run_backends import kinds
 
-FINDINGS = REPO / "examples" / "findings"
 TRIES = 2  # the bar is 8 of 10: two misses in a row at most 0.2 * 0.2 = 4 %
-ENV = "FC_REPLAY_FINDING"
-
-
-def shipped() -> list[str]:
-    """The findings a replay can play: a folder with its finding.toml and schedule.json."""
-    return sorted(f.name for f in FINDINGS.iterdir()
-                  if (f / "finding.toml").is_file() and (f / "schedule.json").is_file())
-
-
-def chosen(names: list[str], env: str, day: int) -> list[str]:
-    """Which findings this run replays: `env` (a name, or `all`) if set, else the day's one."""
-    if env == "all":
-        return names
-    if env:
-        return [env]  # an unknown name fails in the test, with the names it could have been
-    return [names[day % len(names)]] if names else []
 
 
 def test_the_rotation_takes_each_finding_in_turn_and_the_variable_overrides_it() -> None:
@@ -86,24 +68,17 @@ def _replay(folder: Path, store: Path) -> tuple[int, set[str], str]:
     return r.returncode, kinds(results), str(run_dir)
 
 
-def _picked() -> list[str]:
-    return chosen(shipped(), os.environ.get(ENV, ""), int(time.time() // 86400))
-
-
 def test_the_finding_asked_for_is_shipped() -> None:
-    assert set(_picked()) <= set(shipped()), f"{ENV}: not one of {shipped()}"
+    assert set(picked()) <= set(shipped()), f"{ENV}: not one of {shipped()}"
 
 
-# Every shipped finding is collected and those not picked are skipped when they run: a choice
-# made at collection would differ between xdist workers that collect either side of midnight.
+# Only the picked findings are collected (tests/conftest.py fixes the day's pick before the
+# xdist workers start, so they all collect the same one).
 @pytest.mark.netns
 @pytest.mark.usefixtures("no_leftovers")
 @pytest.mark.timeout(1900)  # two replays of up to 15 min each on a loaded machine
-@pytest.mark.parametrize("name", shipped())
+@pytest.mark.parametrize("name", picked())
 def test_a_shipped_finding_replays_to_its_kind(tmp_path: Path, name: str) -> None:
-    if name not in _picked():
-        pytest.skip(f"one finding a run, this run's: {', '.join(_picked()) or 'none'} "
-                    f"({ENV}={name} picks this one)")
     folder = FINDINGS / name
     kind = tomllib.loads((folder / "finding.toml").read_text())["kind"]
     backend = json.loads((folder / "test.json").read_text())["config"]["backend"]

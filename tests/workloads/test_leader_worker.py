@@ -65,7 +65,10 @@ def test_two_candidates_take_turns_in_office(tmp_path: Path, start_redis: StartS
 
     merge_logs([tmp_path / "w0.jsonl", tmp_path / "w1.jsonl"], tmp_path / "history.jsonl")
     ops = load_ops(tmp_path / "history.jsonl")
-    acquires = [o for o in ops if o.f == "acquire" and o.ok]
+    # in the order the grants came back: a candidate that began polling first may be granted
+    # second (the first's lease lapsed while it waited), so invocation order is not grant order
+    acquires = sorted((o for o in ops if o.f == "acquire" and o.ok),
+                      key=lambda o: o.end_index or 0)
     assert {o.get("lock") for o in ops if o.f != "read" and o.f != "write"} == {LEADER_LOCK}
     assert len(acquires) >= 2, "a tenure is 1.5-4 leases: several terms in 4 s"
     terms = [o.get("token") for o in acquires]
