@@ -193,7 +193,10 @@ def test_pottery_redlock_acquires_renews_releases(masters: RedisService) -> None
         g = a.acquire("P", 5000, 1.0)
         assert isinstance(g, Grant) and g.token is None
         key = g.handle.key
-        assert all(v is not None for v in values(masters, key))
+        # pottery's acquire, like its release, returns once a majority of masters answered; the
+        # rest of its SETs may still be in flight (one was, under load, in a run of the test
+        # command)
+        assert len(masters.endpoints()) - values(masters, key).count(None) >= 3
         with pytest.raises(DefiniteFailure):
             b.acquire("P", 5000, 0.0)
         a.renew(g, 5000)
