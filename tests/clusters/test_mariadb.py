@@ -4,6 +4,8 @@ with its data dir removed and its log kept."""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +43,27 @@ def test_listens_on_the_node_address_only(mariadb_server: MariadbService) -> Non
         connect(mariadb_server, f"{net(60)}.3", timeout=2)
 
 
+def all_threads_stopped(pid: int, timeout_s: float = 5.0) -> bool:
+    """Whether every thread of `pid` is in the stopped state within `timeout_s`: SIGSTOP is
+    delivered to each thread as it next runs, so kill(2) returns before a busy one has stopped."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = []
+        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+            with contextlib.suppress(OSError):
+                states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        if states and all(s in ("T", "t") for s in states):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def test_a_paused_server_answers_nothing_until_resumed(mariadb_server: MariadbService) -> None:
     with connect(mariadb_server) as conn:
         mariadb_server.pause("mdb")
         try:
+            assert mariadb_server.daemon is not None
+            assert all_threads_stopped(mariadb_server.daemon.pid)
             with pytest.raises(pymysql.OperationalError), conn.cursor() as cur:
                 conn._read_timeout = 1
                 cur.execute("SELECT 1")
