@@ -87,18 +87,35 @@ def run_cmd(argv: list[str], *, timeout: float, **popen: Any) -> subprocess.Comp
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
+def _stat_fields(path: str) -> list[str] | None:
+    """A /proc stat file's fields after the command name (state, ppid, pgrp, ...); None if gone."""
+    try:
+        with open(path) as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def _stats() -> dict[int, list[str]]:
     """Every live pid's /proc/PID/stat fields after the command name (state, ppid, pgrp, ...)."""
     out: dict[int, list[str]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                out[int(entry)] = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
+        if entry.isdigit() and (fields := _stat_fields(f"/proc/{entry}/stat")) is not None:
+            out[int(entry)] = fields
     return out
+
+
+def all_threads_stopped(pid: int, timeout_s: float = 5.0) -> bool:
+    """Whether every thread of `pid` is in the stopped state within `timeout_s`: SIGSTOP is
+    delivered to each thread as it next runs, so kill(2) returns before a busy one has stopped."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = [fields[0] for task in os.listdir(f"/proc/{pid}/task")
+                  if (fields := _stat_fields(f"/proc/{pid}/task/{task}/stat")) is not None]
+        if states and all(s in ("T", "t") for s in states):
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def group_pids(pgid: int) -> set[int]:

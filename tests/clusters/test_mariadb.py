@@ -4,8 +4,6 @@ with its data dir removed and its log kept."""
 
 from __future__ import annotations
 
-import contextlib
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from fencecheck.clusters.base import Killable, LogFiles, Pausable
 from fencecheck.clusters.runtimes.local import LocalRemote
 from fencecheck.clusters.services.mariadb import MARIADBD, MariadbService
 from tests.backends import mariadb_server, need, net, store_dir
+from tests.conftest import all_threads_stopped
 
 __all__ = ["mariadb_server", "store_dir"]
 
@@ -41,21 +40,6 @@ def test_server_ready_and_serving(mariadb_server: MariadbService) -> None:
 def test_listens_on_the_node_address_only(mariadb_server: MariadbService) -> None:
     with pytest.raises(pymysql.OperationalError):
         connect(mariadb_server, f"{net(60)}.3", timeout=2)
-
-
-def all_threads_stopped(pid: int, timeout_s: float = 5.0) -> bool:
-    """Whether every thread of `pid` is in the stopped state within `timeout_s`: SIGSTOP is
-    delivered to each thread as it next runs, so kill(2) returns before a busy one has stopped."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        states = []
-        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
-            with contextlib.suppress(OSError):
-                states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
-        if states and all(s in ("T", "t") for s in states):
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_a_paused_server_answers_nothing_until_resumed(mariadb_server: MariadbService) -> None:

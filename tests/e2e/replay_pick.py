@@ -42,5 +42,6 @@ def picked() -> list[str]:
 
 def fix_the_pick() -> None:
     """Set FC_REPLAY_FINDING to the day's finding unless it is set (in pytest's first process)."""
-    if not os.environ.get(ENV):
-        os.environ[ENV] = ",".join(picked()) or "all"
+    day = chosen(shipped(), "", today())
+    if day and not os.environ.get(ENV):
+        os.environ[ENV] = day[0]
