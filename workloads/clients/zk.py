@@ -10,9 +10,14 @@ zxid of the creating transaction) is higher: tokens strictly increase.
 renew: ZooKeeper has no explicit lease extension; kazoo's own thread pings the server every
 third of the timeout, which keeps the session, and so the lock, alive while the worker process
 runs (a SIGSTOPped worker pings nothing, exactly like a GC pause). `renew` confirms the grant:
-one `exists` on the lock node. A node with our czxid means the lock is still ours, and since the
-server heard from us after the invoke, the session cannot expire before invoke + timeout. A
-missing node is DefiniteFailure("lock-lost"); a client not connected sends nothing and is
+a `sync` and then an `exists` on the lock node. ZooKeeper serves reads from the server the client
+is connected to, which may not yet have applied a commit the quorum has made (reads are
+sequentially consistent, not linearizable): without the sync, a holder whose session the leader
+had already expired, its node deleted and the lock granted to another, was answered from a
+follower's older state and told `ok` (seen once in the test command, a holder SIGSTOPped past
+its session). The sync makes that server catch up with the leader before the read, so a node
+with our czxid means the lock was ours at a moment within the renew, and since the server heard
+from us after the invoke, the session cannot expire before invoke + timeout. A missing node is DefiniteFailure("lock-lost"); a client not connected sends nothing and is
 DefiniteFailure("not-connected") after waiting op_timeout_s for a reconnect (the lease was
 surely not extended); a timeout is Indeterminate.
 
@@ -228,9 +233,10 @@ class ZkClient:
             # kazoo opened a new session after the old one expired, deleting our node.
             raise DefiniteFailure("lock-lost", "the session that held it expired")
         try:
+            self._get(self.zk.sync_async(handle.path))  # see the module's text: no stale read
             stat = self._get(self.zk.exists_async(handle.path))
         except (KazooException, KazooTimeoutError) as e:
-            raise Indeterminate("timeout", f"exists: {e!r}") from None
+            raise Indeterminate("timeout", f"sync/exists: {e!r}") from None
         if stat is None or stat.czxid != grant.token:
             raise DefiniteFailure("lock-lost", f"{handle.path} is gone")
         return Grant(grant.lock, grant.token, lease_ms, handle)
