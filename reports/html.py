@@ -56,6 +56,16 @@ def _shown(value: Any) -> Any:
     return value
 
 
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """jinja's folder of compiled templates, or none where it cannot make one (it refuses a
+    temporary directory it does not own): the templates are then compiled each time."""
+    try:
+        return jinja2.FileSystemBytecodeCache()
+    except (OSError, RuntimeError) as e:
+        log.debug("no cache of compiled templates: %s", e)
+        return None
+
+
 @cache
 def env() -> jinja2.Environment:
     e = jinja2.Environment(
@@ -65,6 +75,10 @@ def env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         finalize=_shown,
+        # Compiling the templates was a tenth of a short run's controller CPU; jinja keeps the
+        # compiled code in a private folder of the temporary directory, keyed by each
+        # template's source, so an edited template is compiled anew.
+        bytecode_cache=_bytecode_cache(),
     )
     # Plain JSON text, escaped like any other text (jinja's own tojson is for <script> only).
     e.filters["json"] = lambda v: json.dumps(v, default=str)

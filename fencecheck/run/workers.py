@@ -23,6 +23,7 @@ from fencecheck.records.history import FINAL_READ_PROCESS_BASE as FINAL_READ_PRO
 from fencecheck.run.config import RunConfig
 from fencecheck.run.store import write_json
 from fencecheck.workloads.loops.worker import WorkerConfig
+from fencecheck.workloads.registry import client_spec, resource_spec, workload_spec
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +44,13 @@ def worker_config(cfg: RunConfig, i: int, w: WorkerProcess, copts: dict[str, Any
     workload's options go in whole (`options`); the built-in loops read theirs from the fields
     of the same names (a workload without one runs with the neutral value)."""
     opts = cfg.workload_options
+    spec, named = client_spec(cfg.client_name)
     config = WorkerConfig(
         worker=i,
         concurrency=cfg.concurrency,
         process_base=process_base,
         client=cfg.client_name,
-        client_options={**copts, "worker": i},  # which endpoint a client tries first
+        client_options={**copts, **named, "worker": i},  # which endpoint it tries first
         resource=cfg.resource,
         resource_options=ropts,
         locks=[f"lock-{j}" for j in range(cfg.locks)],
@@ -65,6 +67,9 @@ def worker_config(cfg: RunConfig, i: int, w: WorkerProcess, copts: dict[str, Any
         workload=cfg.workload,
         idempotent=bool(opts.get("idempotent", False)),
         options=dict(opts),
+        client_spec=spec,
+        resource_spec=resource_spec(cfg.resource),
+        worker_spec=workload_spec(cfg.workload),
     )
     config.validate()
     return config

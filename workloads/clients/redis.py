@@ -98,6 +98,13 @@ def _error_code(e: ResponseError) -> str:
     return first.lower() if first.isupper() and first else "error-reply"
 
 
+# Between two tries of a held lock, as the other polling clients (pg-advisory, galera, nats):
+# a waiter is granted at most this long after the lease lapses or the holder releases. It was
+# 5 ms, which spent a third of a waiting worker's CPU on SETs that could not succeed
+# (docs/test-suite-cpu.md) for no gain in what a run finds: a pause lasts seconds.
+POLL_MS = 20
+
+
 class RedisConn:
     """One redis-py client plus the error mapping shared by the lock clients. Subclasses may
     refine the mapping (workloads/clients/sentinel.py: a client on the sentinels' primary).
@@ -225,7 +232,7 @@ class SetnxClient:
     def __init__(self, options: Mapping[str, Any], conn: RedisConn | None = None) -> None:
         """conn: the connection to use (default: one to endpoints[0] from the options)."""
         self._redis = conn if conn is not None else RedisConn.from_options(options)
-        self.poll_s = float(options.get("poll_ms", 5)) / 1000.0
+        self.poll_s = float(options.get("poll_ms", POLL_MS)) / 1000.0
         self.prefix = str(options.get("key_prefix", "fc:"))
 
     # what acquire runs (KEYS: lock, token counter; ARGV: owner, lease_ms; returns the token)
@@ -274,7 +281,7 @@ class RedisPyClient:
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         self._redis = RedisConn.from_options(options)
-        self.poll_s = float(options.get("poll_ms", 5)) / 1000.0
+        self.poll_s = float(options.get("poll_ms", POLL_MS)) / 1000.0
         self.prefix = str(options.get("key_prefix", "fc:"))
 
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:

@@ -13,11 +13,13 @@ runs (a SIGSTOPped worker pings nothing, exactly like a GC pause). `renew` confi
 a `sync` and then an `exists` on the lock node. ZooKeeper serves reads from the server the client
 is connected to, which may not yet have applied a commit the quorum has made (reads are
 sequentially consistent, not linearizable): without the sync, a holder whose session the leader
-had already expired, its node deleted and the lock granted to another, was answered from a
-follower's older state and told `ok` (seen once in the test command, a holder SIGSTOPped past
-its session). The sync makes that server catch up with the leader before the read, so a node
-with our czxid means the lock was ours at a moment within the renew, and since the server heard
-from us after the invoke, the session cannot expire before invoke + timeout. A missing node is DefiniteFailure("lock-lost"); a client not connected sends nothing and is
+had already expired, its node deleted and the lock granted to another, could be answered from
+a follower's older state and told `ok` (what one run of the test command saw: a holder
+SIGSTOPped past its session told `ok`; this is the cause that fits, not a proven one).
+The sync makes that server catch up with the leader before the read, so a node with our czxid
+means the lock was ours at a moment within the renew, and since the server heard
+from us after the invoke, the session cannot expire before invoke + timeout. A missing node is
+DefiniteFailure("lock-lost"); a client not connected sends nothing and is
 DefiniteFailure("not-connected") after waiting op_timeout_s for a reconnect (the lease was
 surely not extended); a timeout is Indeterminate.
 

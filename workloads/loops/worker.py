@@ -15,10 +15,10 @@ listen to the services: a refused renew, read or write ends the section (then it
 the owner check makes harmless), as does a lost-lock notice with `notices=stop`. After an `info`
 the process id is retired (a new one follows, DESIGN.md) and the grant is dropped unreleased.
 
-Other workloads subclass `Worker` and are chosen by `WorkerConfig.workload`, by their descriptor
-(descriptors/workloads.py, or a plugin's in the entry-point group `fencecheck.workloads`): the
-`leader` loop (workloads/clients/leader.py) and the `cron` job runner (workloads/loops/cron.py).
-A workload's own options (`--workload-opt`) are in `WorkerConfig.options`.
+Other workloads subclass `Worker`, chosen by `WorkerConfig.workload` through their descriptor
+(descriptors/workloads.py, or a plugin's entry point `fencecheck.workloads`): `leader`
+(workloads/clients/leader.py) and `cron` (workloads/loops/cron.py); their options
+(`--workload-opt`) are in `WorkerConfig.options`.
 """
 
 from __future__ import annotations
@@ -88,6 +88,11 @@ class WorkerConfig:
     workload: str = "lock"
     idempotent: bool = False  # cron: the resource applies each job's effect at most once
     options: dict[str, Any] = dataclasses.field(default_factory=dict)  # the workload's own
+    # "module:Class" of each, from the controller (registry.*_spec): the worker imports only
+    # what it runs, not every descriptor. "" (older files): looked up by name.
+    client_spec: str = ""
+    resource_spec: str = ""
+    worker_spec: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -115,7 +120,7 @@ class WorkerConfig:
             raise WorkloadError("lease_ms and op_timeout_s must be > 0, writes_per_section >= 0")
         if not self.workload or not isinstance(self.options, dict):
             raise WorkloadError("workload must be named, options must be an object")
-        workload_class(self.workload)  # a workload no descriptor declares: WorkloadError
+        workload_class(self.workload, self.worker_spec)  # no such workload: WorkloadError
 
     @classmethod
     def load(cls, path: str | Path) -> WorkerConfig:
@@ -166,13 +171,8 @@ class Worker:
         c = self.config
         return c.process_base + c.worker + c.concurrency * self.generation
 
-    def _op(
-        self,
-        f: str,
-        value: dict[str, Any],
-        call: Callable[[], T],
-        ok_value: Callable[[T], dict[str, Any]] | None = None,
-    ) -> Outcome[T]:
+    def _op(self, f: str, value: dict[str, Any], call: Callable[[], T],
+            ok_value: Callable[[T], dict[str, Any]] | None = None) -> Outcome[T]:
         """One operation: invoke, call, completion. Never raises for a backend's sake."""
         process = self.process
         t = self.notices.invoke(f, value, lambda: self.events.write(process, "invoke", f, value))
@@ -351,8 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     if __name__ == "__main__":  # run with -m: be the module the workloads' classes import
         sys.modules.setdefault("fencecheck.workloads.loops.worker", sys.modules[__name__])
     parser = argparse.ArgumentParser(prog="python -m fencecheck.workloads.loops.worker",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", help="WorkerConfig JSON file")
     parser.add_argument("--final-read", action="store_true",
                         help="read every key once with a null token, then exit")
@@ -366,9 +365,10 @@ def main(argv: list[str] | None = None) -> int:
         config = WorkerConfig.load(args.config)
         options = {"op_timeout_s": config.op_timeout_s}
         client = None if args.final_read else make_client(
-            config.client, {**options, **config.client_options})
-        resource = hosted(client, config.resource, {**options, **config.resource_options})
-        worker_class = workload_class(config.workload)
+            config.client, {**options, **config.client_options}, config.client_spec)
+        resource = hosted(client, config.resource, {**options, **config.resource_options},
+                          config.resource_spec)
+        worker_class = workload_class(config.workload, config.worker_spec)
     except WorkloadError as e:
         log.error("%s", e)
         return 3
