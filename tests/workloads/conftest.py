@@ -1,5 +1,6 @@
-"""Fixtures for the workloads tests: a real redis-server and a real fenced store on 127.0.0.1
-(free ports), each torn down on every exit path (SIGCONT first, in case a test paused it)."""
+"""Fixtures for the workloads tests: a real redis-server and a real fenced store on this test
+process's loopback address (`HOST`, free ports), each torn down on every exit path (SIGCONT
+first, in case a test paused it)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,22 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.conftest import WORKER
+
 REPO = Path(__file__).resolve().parents[2]
+
+
+# This test process's own loopback address for the servers started here (tests/backends.py's
+# scheme, octet 41). A free port found by binding 127.0.0.1 can be taken by another xdist
+# worker's server before ours binds it, and the test then speaks to the other test's server:
+# what fits a leader test that saw 366 terms in 4 s and no renewal, as if every read were
+# refused for a token below another test's.
+HOST = f"127.{WORKER}.41.1"
 
 
 def free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((HOST, 0))
         port: int = s.getsockname()[1]
         return port
 
@@ -33,7 +44,7 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), 0.2):
             return
         time.sleep(0.02)
     raise RuntimeError(f"{proc.args!r} did not listen on {port} in {timeout_s} s")
@@ -61,7 +72,7 @@ class Server:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{HOST}:{self.port}"
 
     def pause(self) -> None:
         os.kill(self.proc.pid, signal.SIGSTOP)
@@ -71,7 +82,7 @@ class Server:
 
     def admin(self) -> redis.Redis:
         """A plain redis-py client (for redis servers only) for test setup and inspection."""
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5,
+        return redis.Redis(host=HOST, port=self.port, socket_timeout=5,
                            decode_responses=True)
 
 
@@ -89,7 +100,7 @@ def start_redis(request: pytest.FixtureRequest, tmp_path: Path) -> StartServer:
         workdir = tmp_path / f"redis-{port}"
         workdir.mkdir()
         log = workdir / "redis.log"
-        argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        argv = ["redis-server", "--port", str(port), "--bind", HOST, "--save", "",
                 "--appendonly", "no", "--dir", str(workdir), "--logfile", str(log)]
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
@@ -112,9 +123,8 @@ def start_store(request: pytest.FixtureRequest, tmp_path: Path) -> StartServer:
     def start(fencing: bool = True) -> Server:
         port = free_port()
         log = tmp_path / f"store-{port}.log"
-        argv = [sys.executable, "-m", "fencecheck.workloads.resources.store", "--host",
-            "127.0.0.1", "--port",
-                str(port), "--fencing", "on" if fencing else "off", "--log", str(log)]
+        argv = [sys.executable, "-m", "fencecheck.workloads.resources.store", "--host", HOST,
+                "--port", str(port), "--fencing", "on" if fencing else "off", "--log", str(log)]
         proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
