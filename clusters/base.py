@@ -9,7 +9,6 @@ Killable, LogFiles), as in Jepsen, rather than methods that raise.
 from __future__ import annotations
 
 import signal
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +95,36 @@ class Remote(Protocol):
     def get_file(self, path: str, local: Path) -> None: ...
 
 
+class ProcessHandle(Protocol):
+    """What a run needs of a worker process it started: a `subprocess.Popen`, or a worker
+    forked by the run's zygote (runtimes/zygote.py). `returncode` is None while it runs."""
+
+    pid: int
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code; raises subprocess.TimeoutExpired after timeout."""
+        ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+@runtime_checkable
+class Preloading(Protocol):
+    """A client node that can import a worker's modules before its workers start (so each
+    worker need not): a hint, which a node may ignore."""
+
+    def preload(self, modules: Sequence[str]) -> None: ...
+
+
 class ClientNode(Protocol):
     """Where one worker runs with its own network identity (so a partition can cut off one
     client and SIGSTOP pauses exactly that client)."""
@@ -110,8 +139,8 @@ class ClientNode(Protocol):
         stdout: IO[bytes] | int | None = None,
         stderr: IO[bytes] | int | None = None,
         env: Mapping[str, str] | None = None,
-    ) -> subprocess.Popen[bytes]:
-        """Start argv as a child of the controller; the Popen's pid is the worker itself."""
+    ) -> ProcessHandle:
+        """Start argv for the controller; the handle's pid is the worker itself."""
         ...
 
 

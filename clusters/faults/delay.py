@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from fencecheck.clusters.base import ClientNode, ClusterError, NemesisOp
+from fencecheck.clusters.base import ClientNode, ClusterError, NemesisOp, ProcessHandle
 from fencecheck.clusters.services.daemons import ProcessLedger
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class ProxyHandle:
     """One running proxy: its client node, process and acknowledgement file."""
 
     node: str
-    proc: subprocess.Popen[bytes]
+    proc: ProcessHandle
     state: Path
     seq: int = 0
 

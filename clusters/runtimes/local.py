@@ -10,11 +10,19 @@ import os
 import shutil
 import signal as _signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
 from fencecheck.clusters.base import CommandResult, Daemon, RemoteError
+from fencecheck.clusters.reaper import NETNS_DIR
+from fencecheck.clusters.runtimes.zygote import (
+    ForkedProcess,
+    Zygote,
+    ZygoteError,
+    forkable,
+    output_fds,
+)
 
 log = logging.getLogger(__name__)
 
@@ -22,10 +30,12 @@ log = logging.getLogger(__name__)
 class LocalRemote:
     """Runs commands on this host, optionally behind `prefix` (e.g. ["ip","netns","exec",ns])."""
 
-    def __init__(self, name: str, address: str, prefix: Sequence[str] = ()) -> None:
+    def __init__(self, name: str, address: str, prefix: Sequence[str] = (),
+                 zygote: Callable[[], Zygote] | None = None) -> None:
         self.name = name
         self.address = address
         self.prefix = tuple(prefix)
+        self._zygote = zygote  # the run's, started at its first use (netns nodes only)
         # Declared, so faults need not parse argv prefixes (the InNamespace protocol).
         self.namespace: str | None = (
             self.prefix[3] if len(self.prefix) == 4 and self.prefix[:3] == ("ip", "netns", "exec")
@@ -109,6 +119,14 @@ class LocalRemote:
         except OSError:
             return False
 
+    def preload(self, modules: Sequence[str]) -> None:
+        """Import a worker's modules in the run's zygote (the Preloading protocol)."""
+        if self._zygote is not None and self.namespace is not None:
+            try:
+                self._zygote().preload(modules)
+            except (ZygoteError, OSError) as e:
+                log.warning("%s: no zygote (%s): workers are exec'd", self.name, e)
+
     def put_file(self, local: Path, path: str) -> None:
         if Path(path).resolve() != local.resolve():
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +144,19 @@ class LocalRemote:
         stdout: IO[bytes] | int | None = None,
         stderr: IO[bytes] | int | None = None,
         env: Mapping[str, str] | None = None,
-    ) -> subprocess.Popen[bytes]:
+    ) -> subprocess.Popen[bytes] | ForkedProcess:
+        target, fds = forkable(argv, env), output_fds(stdout, stderr)
+        if (self._zygote is not None and self.namespace is not None and target is not None
+                and fds is not None):
+            try:
+                child = self._zygote().spawn(
+                    target[0], target[1], netns=str(NETNS_DIR / self.namespace),
+                    stdout=fds[0], stderr=fds[1])
+                log.debug("%s: forked %s (pid %d)", self.name, list(argv), child.pid)
+                return child
+            except (ZygoteError, OSError) as e:
+                log.warning("%s: the zygote could not fork %s (%s): exec instead", self.name,
+                            target[0], e)
         full = self._argv(argv)
         log.debug("%s: spawn %s", self.name, full)
         return subprocess.Popen(

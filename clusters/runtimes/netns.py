@@ -31,6 +31,7 @@ import ipaddress
 import logging
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ from pathlib import Path
 from fencecheck.clusters.base import Cluster, ClusterError, CommandResult, RemoteError
 from fencecheck.clusters.cleaner import Ledger, TeardownError, check_run_id, teardown_records
 from fencecheck.clusters.runtimes.local import LocalRemote
+from fencecheck.clusters.runtimes.zygote import Zygote
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,8 @@ class NetnsRuntime:
         self.ledger = Ledger(run_dir / "ledger.jsonl", run_id)
         self._remotes: dict[str, LocalRemote] = {}
         self._addresses: dict[str, str] = {}
+        self._zygote: Zygote | None = None
+        self._zygote_lock = threading.Lock()
 
     # --- naming and lookup ---------------------------------------------------------------
 
@@ -150,7 +154,8 @@ class NetnsRuntime:
         self._addresses = addrs
         cluster = Cluster()
         for node in nodes:
-            r = LocalRemote(node, addrs[node], prefix=["ip", "netns", "exec", self.namespace(node)])
+            r = LocalRemote(node, addrs[node], prefix=["ip", "netns", "exec", self.namespace(node)],
+                            zygote=self.zygote if node in clients else None)
             self._remotes[node] = r
         for node in servers:
             cluster.servers[node] = self._remotes[node]
@@ -162,10 +167,28 @@ class NetnsRuntime:
         )
         return cluster
 
+    def zygote(self) -> Zygote:
+        """The run's zygote, which forks its client workers (runtimes/zygote.py); started at
+        the first call and recorded in the ledger, ended by `teardown`."""
+        with self._zygote_lock:
+            if self._zygote is None:
+                z = Zygote(self.run_dir / "zygote.log")
+                try:
+                    self.ledger.record_process("host", "zygote", z.pid)
+                except BaseException:
+                    z.close()
+                    raise
+                self._zygote = z
+            return self._zygote
+
     def teardown(self) -> None:
         """Undo everything in the run's ledger (processes, chains, namespaces), then drop the
         run from the global index. Idempotent. Call it last: it kills what is left."""
         errors: list[str] = []
+        with self._zygote_lock:
+            z, self._zygote = self._zygote, None
+        if z is not None:
+            z.close()  # it kills what it forked that still lives
         removed = teardown_records(self.ledger.records(), errors)
         log.info("netns run %s: removed %d resources", self.run_id, len(removed))
         if errors:

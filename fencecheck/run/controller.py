@@ -47,12 +47,14 @@ from fencecheck.run.store import new_run_dir, versions
 from fencecheck.run.workers import (
     WorkerProcess,
     final_read,
+    preload,
     spawn,
     stop_workers,
     worker_config,
     worker_env,
     write_worker_config,
 )
+from fencecheck.workloads.loops.worker import WorkerConfig
 
 log = logging.getLogger(__name__)
 
@@ -191,12 +193,16 @@ def _drive(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str, t0_ns: int,
         ready_s = time.monotonic() - setup_start
         log.info("cluster ready in %.2f s", ready_s)
 
+        configs: list[WorkerConfig] = []
         for i, c in enumerate(clients):
             (run_dir / "nodes" / c).mkdir(parents=True, exist_ok=True)
             w = WorkerProcess(c, cluster.clients[c], run_dir / "nodes" / c / "worker.json",
                         run_dir / "nodes" / c / "events.jsonl")
-            write_worker_config(worker_config(cfg, i, w, copts, ropts, t0_ns), w.config)
+            configs.append(worker_config(cfg, i, w, copts, ropts, t0_ns))
+            write_worker_config(configs[-1], w.config)
             workers.append(w)
+        if configs:
+            preload(workers, configs[0])  # every worker runs the same modules
         grace = max(2.0, cfg.op_timeout_s * 2)
         env_for_worker = worker_env(plan.faults, faults, stack)
         stack.callback(stop_workers, workers, grace)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fencecheck.clusters.base import ClientNode, ClusterError
+from fencecheck.clusters.base import ClientNode, ClusterError, Preloading, ProcessHandle
 from fencecheck.descriptors.base import FaultDescriptor
 from fencecheck.nemesis.faults.base import Fault, WorkerEnv
 from fencecheck.records.history import FINAL_READ_PROCESS_BASE as FINAL_READ_PROCESS_BASE
@@ -35,7 +35,7 @@ class WorkerProcess:
     node: ClientNode
     config: Path
     events: Path
-    proc: subprocess.Popen[bytes] | None = None
+    proc: ProcessHandle | None = None
 
 
 def worker_config(cfg: RunConfig, i: int, w: WorkerProcess, copts: dict[str, Any],
@@ -75,12 +75,23 @@ def worker_config(cfg: RunConfig, i: int, w: WorkerProcess, copts: dict[str, Any
     return config
 
 
+def preload(workers: Sequence[WorkerProcess], config: WorkerConfig) -> None:
+    """Let each node that can import the worker's modules before it starts (a hint: a node may
+    ignore it). The modules are the worker loop's and those its config names."""
+    specs = (config.client_spec, config.resource_spec, config.worker_spec)
+    modules = ["fencecheck.workloads.loops.worker",
+               *(s.partition(":")[0] for s in specs if s)]
+    for node in {id(w.node): w.node for w in workers}.values():
+        if isinstance(node, Preloading):
+            node.preload(modules)
+
+
 def write_worker_config(config: WorkerConfig, path: Path) -> None:
     write_json(path, config.to_json())
 
 
 def spawn(w: WorkerProcess, run_dir: Path, extra: tuple[str, ...] = (),
-          env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+          env: Mapping[str, str] | None = None) -> ProcessHandle:
     with open(run_dir / "nodes" / w.name / "worker.log", "ab") as out:
         return w.node.spawn(
             [sys.executable, "-m", "fencecheck.workloads.loops.worker", str(w.config), *extra],
