@@ -31,6 +31,7 @@ from fencecheck.nemesis.faults.base import (
     FaultOptions,
     ServiceDirs,
     ServiceEnv,
+    ServiceUp,
 )
 from fencecheck.nemesis.schedule import NemesisLog, ScheduledFault, load_steps, run_schedule
 from fencecheck.records import results as results_record
@@ -190,6 +191,9 @@ def _drive(plan: RunPlan, parts: Parts, run_dir: Path, run_id: str, t0_ns: int,
         for fault in faults.values():
             if isinstance(fault, ClientRoutes):
                 ropts, copts = fault.route(cluster, stack, runtime.ledger, ropts, copts)
+        for fault in faults.values():
+            if isinstance(fault, ServiceUp):
+                fault.service_up(service, servers)
         ready_s = time.monotonic() - setup_start
         log.info("cluster ready in %.2f s", ready_s)
 

@@ -215,6 +215,15 @@ class ClientRoutes(Protocol):
               client_options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]: ...
 
 
+@runtime_checkable
+class ServiceUp(Protocol):
+    """A fault that acts once the service and the resource are up and before any worker starts
+    (the lose-unsynced checkpoint: what the servers wrote while starting is durable, what a
+    worker made them write is not yet)."""
+
+    def service_up(self, service: LockService, servers: Sequence[str]) -> None: ...
+
+
 # Target roles of a schedule step (schedule.json): what a replay aims the step at.
 HOLDER = "holder"  # the worker that got the fresh grant the step waited for
 AS_NAMED = "as named"  # the recorded targets, by node or worker name

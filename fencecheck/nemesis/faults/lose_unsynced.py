@@ -55,13 +55,21 @@ class LoseUnsyncedFault(KillFault):
         for node in nodes:
             service.place_data(node, mounts.mount(node))
 
-    def bind(self, ctx: FaultContext) -> None:
+    def _nemesis(self, service: LockService) -> LoseUnsyncedNemesis:
         if self.mounts is None:
             raise ClusterError("lose-unsynced: the servers' data is not on its file system")
-        if not isinstance(ctx.service, Killable):
+        if not isinstance(service, Killable):
             raise ClusterError(f"lose-unsynced: {self.opts.backend} declares {UNSYNCED} but "
                                "cannot be killed")
-        nemesis = LoseUnsyncedNemesis(ctx.service, self.mounts, self.name)
-        nemesis.checkpoint(list(ctx.servers))  # the servers are up: their startup is durable
-        self.nemesis = nemesis
+        return LoseUnsyncedNemesis(service, self.mounts, self.name)
+
+    def service_up(self, service: LockService, servers: Sequence[str]) -> None:
+        # The servers are up and no worker has started: their startup is durable, and nothing
+        # a worker made them write is. (Taken at bind, after the workers were spawned, the
+        # checkpoint raced their first writes, which workers forked by the run's zygote won:
+        # a ZooKeeper without forceSync kept its first sessions through the first loss.)
+        self._nemesis(service).checkpoint(list(servers))
+
+    def bind(self, ctx: FaultContext) -> None:
+        self.nemesis = self._nemesis(ctx.service)
 
