@@ -133,7 +133,10 @@ def _pair(path: Path) -> list[Op]:
                     raise _Irregular
                 n += 1
                 p = d.process
-                slot = last.get(p)
+                try:
+                    slot = last[p]  # a subscript: cheaper than a call to get, and rarely missing
+                except KeyError:
+                    slot = None
                 if d.type == "invoke":
                     if slot is not None:
                         prev = ops[slot]

@@ -296,8 +296,9 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             if job_ in v:
                 jobs += type(v[job_]) is int or _job_key(rkey)
             elif type(rkey) is str:
-                app = appends.get(rkey)
-                if app is None:
+                try:
+                    app = appends[rkey]  # a subscript, not a call to get: found but once a key
+                except KeyError:
                     kw = writes[rkey] = []
                     cols = columns[rkey] = WriteColumns()
                     app = appends[rkey] = (kw.append, cols.inv.append, cols.ok.append,
