@@ -40,14 +40,7 @@ from fencecheck.checker.findings import Collector as Collector
 from fencecheck.checker.findings import seconds as seconds
 from fencecheck.checker.findings import tok as tok
 from fencecheck.checker.findings import who as who
-from fencecheck.checker.reader import (
-    ATTEMPT_NS_NAME,
-    JOB_NAME,
-    KEY_NAME,
-    LEASE_MS_NAME,
-    LOCK_NAME,
-    TOKEN_NAME,
-)
+from fencecheck.checker.reader import HOT_KEYS
 from fencecheck.checker.tally import OpTally, WriteColumns
 
 NS_PER_MS = 1_000_000
@@ -186,8 +179,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     this pass's instructions on the benchmark history (docs/checker-speed.md)."""
     lease = LeaseMath(max_drift)
     # msgspec's own key strings: a lookup stops at the identity test (reader.decoded_keys)
-    key_, lock_, token_ = KEY_NAME, LOCK_NAME, TOKEN_NAME
-    lease_ms_, attempt_ns_, job_ = LEASE_MS_NAME, ATTEMPT_NS_NAME, JOB_NAME
+    key_, lock_, token_, lease_ms_, attempt_ns_, job_ = HOT_KEYS
     lease_cache = lease.cache
     retired: set[Process] | None = None  # found on first need: releases across processes are rare
     done: list[Grant | None] = []

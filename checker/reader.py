@@ -12,9 +12,9 @@
   input, never silently skipped.
 - `line_schema()`: the JSON Schema of a line, from `Line` and `VALUES` (`fencecheck schema
   history`).
-- `KEY_NAME`, `LOCK_NAME`, ...: the value keys the hot loops look up, as the string objects
-  msgspec puts in the dicts it decodes (`decoded_keys`), so that a lookup ends at the identity
-  test instead of comparing bytes.
+- `HOT_KEYS` (`KEY_NAME`, `LOCK_NAME`, ...): the value keys the hot loops look up, as the
+  string objects msgspec puts in the dicts it decodes (`decoded_keys`), so that a lookup ends
+  at the identity test instead of comparing bytes.
 - `repeated_key(raw)`: the first key that appears twice in one object of a line, or None.
   msgspec (like most JSON decoders) keeps the last of two equal keys, so `{"token": 5, ...,
   "token": 3}` would be judged on 3 while another reader sees 5: bad input (I-JSON, RFC 7493),
@@ -219,8 +219,8 @@ def decoded_keys(*names: str) -> tuple[str, ...]:
 
 
 # the value keys the hot loops read (here, checker.fastload, checker.grants), as msgspec's objects
-KEY_NAME, LOCK_NAME, TOKEN_NAME, LEASE_MS_NAME, ATTEMPT_NS_NAME, JOB_NAME = decoded_keys(
-    "key", "lock", "token", "lease_ms", "attempt_ns", "job")
+HOT_KEYS: Final = decoded_keys("key", "lock", "token", "lease_ms", "attempt_ns", "job")
+KEY_NAME, LOCK_NAME, TOKEN_NAME, LEASE_MS_NAME, ATTEMPT_NS_NAME, JOB_NAME = HOT_KEYS
 
 _STR_OR_NULL: Final = frozenset((str, type(None)))
 _INT_OR_NULL: Final = frozenset((int, type(None)))
