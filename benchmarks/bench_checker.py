@@ -17,7 +17,8 @@ after); each measurement runs --repeat times and the fastest run counts. Load st
 check's CPU time more than the floor's (the check holds half a million ops in memory, the floor
 nothing, so cache misses cost it more), so on a shared machine also measure with
 `--instructions`: each child under valgrind's cachegrind, less an imports-only twin, gives the
-instruction count of the work (not disturbed by load, but blind to cache misses) and, with the
+instruction count of the work (not disturbed by load, but blind to cache misses; with
+PYTHONHASHSEED=0 unless it is set, so that the same code counts the same) and, with the
 cache simulation, an estimate of its cycles (Ir + 10 x L1 misses + 100 x last-level misses, the
 usual weights; the simulated caches are the host's, not shared). Slow: about 100x the work's time.
 """
@@ -99,10 +100,13 @@ _CACHEGRIND = re.compile(r"(I|I1|D1|LLi|LLd)\s+(refs|misses):\s+([\d,]+)")
 
 def _counted(mode: str, path: Path, cache_sim: bool) -> dict[str, int]:
     """cachegrind's totals for one child: Ir, and with the cache simulation L1 and LL misses."""
+    # str hashes are salted per process, which moves dict probing and a count by some 5 M from
+    # run to run: a fixed seed makes the count of the same code the same (unless one is set)
+    env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
     proc = subprocess.run(
         ["valgrind", "--tool=cachegrind", f"--cache-sim={'yes' if cache_sim else 'no'}",
          "--cachegrind-out-file=/dev/null", sys.executable, __file__, "--child", mode, str(path)],
-        capture_output=True, text=True, check=True)
+        capture_output=True, text=True, check=True, env=env)
     found = {f"{a} {b}": int(n.replace(",", "")) for a, b, n in _CACHEGRIND.findall(proc.stderr)}
     out = {"ir": found["I refs"]}
     if cache_sim:

@@ -15,8 +15,7 @@ fenced run, and most of the time of a million-event check).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import islice, repeat
-from operator import attrgetter, is_, le, lt
+from operator import attrgetter
 
 from fencecheck.checker.base import CheckResult, Op, op_ref
 from fencecheck.checker.careless import CarelessSteps
@@ -45,7 +44,7 @@ def _regressions(table: GrantTable, found: Collector) -> tuple[int, int]:
     for lock, gs in by_lock.items():
         by_ok = sorted(gs, key=_START)
         tokens = [g.token or 0 for g in by_ok]  # only grants with a token are here
-        if not table.granted_before_invoke and all(map(lt, tokens, islice(tokens, 1, None))):
+        if not table.granted_before_invoke and tokens == sorted(set(tokens)):  # rising
             # g1.ok < g2.invoke <= g2.ok puts g1 first in ok order, with a lower token
             continue
         j = 0
@@ -74,9 +73,9 @@ def _stale_writes(table: GrantTable, found: Collector,
     for key, accepted in table.writes.items():
         cols = write_columns(table, key)
         tokens = cols.tokens
-        if all(map(is_, map(type, tokens), repeat(int))):
+        if list(map(type, tokens)).count(int) == len(tokens):  # all ints (4x all(map(is_...)))
             judged += len(accepted)
-            if cols.ordered and all(map(le, tokens, islice(tokens, 1, None))):
+            if cols.ordered and tokens == sorted(tokens):  # never falling (ints: see tally)
                 # w1.ok < w2.invoke puts w1 before w2 in the list, where its token is no higher
                 continue
             ws, token = accepted, tokens

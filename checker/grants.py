@@ -40,6 +40,7 @@ from fencecheck.checker.findings import Collector as Collector
 from fencecheck.checker.findings import seconds as seconds
 from fencecheck.checker.findings import tok as tok
 from fencecheck.checker.findings import who as who
+from fencecheck.checker.reader import HOT_KEYS
 from fencecheck.checker.tally import OpTally, WriteColumns
 
 NS_PER_MS = 1_000_000
@@ -177,6 +178,8 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     grant that no late renewal split is closed without building its list of stretches: 18% of
     this pass's instructions on the benchmark history (docs/checker-speed.md)."""
     lease = LeaseMath(max_drift)
+    # msgspec's own key strings: a lookup stops at the identity test (reader.decoded_keys)
+    key_, lock_, token_, lease_ms_, attempt_ns_, job_ = HOT_KEYS
     lease_cache = lease.cache
     retired: set[Process] | None = None  # found on first need: releases across processes are rare
     done: list[Grant | None] = []
@@ -250,7 +253,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             reads += 1
             if t == "ok":
                 v = op.value
-                rkey = None if v is None else v.get("key")
+                rkey = None if v is None else v.get(key_)
                 if type(rkey) is str:
                     last_reads[rkey] = op
             continue
@@ -265,15 +268,15 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 # a cron job's execution: its value's "job", or a key job:<n> (checker.jobs);
                 # the keys of ok writes without "job" are looked at once each, after the loop
                 if v is not None:
-                    if "job" in v:
-                        jobs += type(v["job"]) is int or _job_key(v.get("key"))
-                    elif _job_key(v.get("key")):
+                    if job_ in v:
+                        jobs += type(v[job_]) is int or _job_key(v.get(key_))
+                    elif _job_key(v.get(key_)):
                         jobs += 1
                 continue
             if v is None:
                 continue
-            rkey = v.get("key")
-            wlock = v.get("lock")
+            rkey = v.get(key_)
+            wlock = v.get(lock_)
             gid = last_pl.get((p, wlock)) if type(wlock) is str else None
             if gid is not None:
                 write_grant[op.index] = gid
@@ -282,11 +285,12 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 granted_gids.append(gid)
             # A cron job's execution (it carries "job") is judged by the jobs check, which
             # knows whether duplicates are harmless or deduplicated, not as a counter write.
-            if "job" in v:
-                jobs += type(v["job"]) is int or _job_key(rkey)
+            if job_ in v:
+                jobs += type(v[job_]) is int or _job_key(rkey)
             elif type(rkey) is str:
-                app = appends.get(rkey)
-                if app is None:
+                try:
+                    app = appends[rkey]  # a subscript, not a call to get: found but once a key
+                except KeyError:
                     kw = writes[rkey] = []
                     cols = columns[rkey] = WriteColumns()
                     app = appends[rkey] = (kw.append, cols.inv.append, cols.ok.append,
@@ -295,7 +299,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 add_op(op)
                 add_inv(op.time)
                 add_ok(end)  # type: ignore[arg-type]  # ok: completed
-                add_token(v.get("token"))
+                add_token(v.get(token_))
                 add_gid(gid)
             continue
         per_f[f] = per_f.get(f, 0) + 1
@@ -309,9 +313,9 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
         if f == "acquire" or f == "release":
             if f == "acquire":
                 acquire_ops += 1
-                if v.get("lease_ms") is not None:
+                if v.get(lease_ms_) is not None:
                     leased += 1
-            lock = v.get("lock")
+            lock = v.get(lock_)
             if type(lock) is not str:
                 no_lock += f == "acquire"
                 continue
@@ -319,7 +323,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             cur = open_pl.pop(key, None)
             if cur is not None:
                 close(cur, op.time, f)
-            tk = v.get("token")
+            tk = v.get(token_)
             if type(tk) is not int:
                 tk = None
             if f == "release":
@@ -333,13 +337,13 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                                 del open_pl[(other.process, lock)]
                                 close(other, op.time, "release-by-token")
             elif t == "ok":
-                lease_ms = v.get("lease_ms")
+                lease_ms = v.get(lease_ms_)
                 try:
                     ns = lease_cache[lease_ms]
                 except (KeyError, TypeError):  # a new length (or not a number: ns says why)
                     ns = lease.ns(lease_ms)
                 assert end is not None  # an ok op has completed
-                attempt = v.get("attempt_ns")
+                attempt = v.get(attempt_ns_)
                 begin = op.time
                 base = max(begin, attempt) if type(attempt) is int else begin
                 if end < begin:
@@ -357,11 +361,11 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                     else:
                         same.append(g)
         elif f == "renew" and t == "ok":
-            rlock = v.get("lock")
+            rlock = v.get(lock_)
             cur = open_pl.get((p, rlock)) if type(rlock) is str else None
             if cur is None:
                 continue
-            lease_ms = v.get("lease_ms")
+            lease_ms = v.get(lease_ms_)
             try:
                 ns = lease_cache[lease_ms]
             except (KeyError, TypeError):

@@ -12,6 +12,9 @@
   input, never silently skipped.
 - `line_schema()`: the JSON Schema of a line, from `Line` and `VALUES` (`fencecheck schema
   history`).
+- `HOT_KEYS` (`KEY_NAME`, `LOCK_NAME`, ...): the value keys the hot loops look up, as the
+  string objects msgspec puts in the dicts it decodes (`decoded_keys`), so that a lookup ends
+  at the identity test instead of comparing bytes.
 - `repeated_key(raw)`: the first key that appears twice in one object of a line, or None.
   msgspec (like most JSON decoders) keeps the last of two equal keys, so `{"token": 5, ...,
   "token": 3}` would be judged on 3 while another reader sees 5: bad input (I-JSON, RFC 7493),
@@ -203,6 +206,22 @@ def value_problem(op: Op) -> str | None:
     return None
 
 
+def decoded_keys(*names: str) -> tuple[str, ...]:
+    """The string objects msgspec makes for these names as keys of a decoded object.
+
+    msgspec keeps one string object per short dict key in a cache of its own, so the keys of
+    every value dict it decodes are those objects, not the interpreter's interned constants. A
+    lookup `v.get("key")` finds the entry by its hash and then compares the two strings' bytes;
+    with msgspec's own object it stops at the identity test. (Measured in docs/checker-speed.md.
+    If another key evicts one of these from msgspec's cache, its later dicts get a new object:
+    lookups then compare bytes again, as before, and find the same entries.)"""
+    return tuple(msgspec.json.decode(msgspec.json.encode(dict.fromkeys(names, 0))))
+
+
+# the value keys the hot loops read (here, checker.fastload, checker.grants), as msgspec's objects
+HOT_KEYS: Final = decoded_keys("key", "lock", "token", "lease_ms", "attempt_ns", "job")
+KEY_NAME, LOCK_NAME, TOKEN_NAME, LEASE_MS_NAME, ATTEMPT_NS_NAME, JOB_NAME = HOT_KEYS
+
 _STR_OR_NULL: Final = frozenset((str, type(None)))
 _INT_OR_NULL: Final = frozenset((int, type(None)))
 
@@ -210,17 +229,17 @@ _INT_OR_NULL: Final = frozenset((int, type(None)))
 # no calls but dict.get); a value that fails its shape is judged by value_problem, which holds it
 # to VALUES and says why.
 USUAL: Final[dict[str, Callable[[dict[str, Any]], bool]]] = {
-    "acquire": lambda v: (type(v.get("lock")) is str and type(v.get("token")) in _INT_OR_NULL
-                          and ((x := v.get("lease_ms")) is None or (type(x) is int and x >= 0))
-                          and "attempt_ns" not in v),
-    "renew": lambda v: (type(v.get("lock")) is str and type(x := v.get("lease_ms")) is int
-                        and x >= 0 and type(v.get("token")) in _INT_OR_NULL),
-    "release": lambda v: type(v.get("lock")) is str and type(v.get("token")) in _INT_OR_NULL,
-    "read": lambda v: (type(v.get("key")) is str and type(v.get("lock")) in _STR_OR_NULL
-                       and type(v.get("token")) in _INT_OR_NULL),
-    "write": lambda v: (type(v.get("key")) is str and type(v.get("lock")) in _STR_OR_NULL
-                        and type(v.get("token")) in _INT_OR_NULL),
-    "notice": lambda v: (type(v.get("lock")) is str and type(v.get("token")) in _INT_OR_NULL
+    "acquire": lambda v: (type(v.get(LOCK_NAME)) is str and type(v.get(TOKEN_NAME)) in _INT_OR_NULL
+                          and ((x := v.get(LEASE_MS_NAME)) is None or (type(x) is int and x >= 0))
+                          and ATTEMPT_NS_NAME not in v),
+    "renew": lambda v: (type(v.get(LOCK_NAME)) is str and type(x := v.get(LEASE_MS_NAME)) is int
+                        and x >= 0 and type(v.get(TOKEN_NAME)) in _INT_OR_NULL),
+    "release": lambda v: type(v.get(LOCK_NAME)) is str and type(v.get(TOKEN_NAME)) in _INT_OR_NULL,
+    "read": lambda v: (type(v.get(KEY_NAME)) is str and type(v.get(LOCK_NAME)) in _STR_OR_NULL
+                       and type(v.get(TOKEN_NAME)) in _INT_OR_NULL),
+    "write": lambda v: (type(v.get(KEY_NAME)) is str and type(v.get(LOCK_NAME)) in _STR_OR_NULL
+                        and type(v.get(TOKEN_NAME)) in _INT_OR_NULL),
+    "notice": lambda v: (type(v.get(LOCK_NAME)) is str and type(v.get(TOKEN_NAME)) in _INT_OR_NULL
                          and type(v.get("reason", "")) is str),
 }
 
