@@ -48,9 +48,9 @@ fi
 # Side by side (pytest-xdist): the tests mostly wait for runs to reach their time limits, so
 # more workers than cores; the heavy ones share one xdist group (tests/conftest.py) and so never
 # start together. FC_TEST_WORKERS overrides the number (measured in the README).
-# 4, not 5: the suite is CPU-bound on two cores since the JVM, Hazelcast and Consul groups came,
-# and a fifth worker only adds contention (docs/measurements.md: 4 workers were as fast as 5).
-workers=${FC_TEST_WORKERS:-4}
+# 5: since a run forks its workers from a zygote, 5 workers took 12 min 4 s of pytest where 4
+# took 14 min 46 s and 6 took 13 min 8 s (docs/measurements.md, rows 38 to 40).
+workers=${FC_TEST_WORKERS:-5}
 # The late builds (a no-op once built): a test that needs one waits while this process lives
 # (tests/conftest.py: wait_for_late_builds), so on a fresh machine its compiling overlaps the
 # suite's waiting rather than coming before it.
