@@ -17,18 +17,11 @@ import pytest
 from fencecheck.clusters.reaper import NETNS_DIR
 from fencecheck.clusters.runtimes.netns import NetnsRuntime
 from fencecheck.clusters.runtimes.zygote import ForkedProcess
+from tests.conftest import _alive
 
 pytestmark = pytest.mark.netns
 
 CHILD = [sys.executable, "-m", "tests.clusters.zygote_child"]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _gone_within(pid: int, seconds: float) -> bool:
