@@ -100,7 +100,7 @@ def matrix(
              "time; merge the N shards with `fencecheck merge`")] = None,
     jobs: Annotated[str, typer.Option(
         help="runs at once, in weight units (a redis run is 1, etcd and ZooKeeper 2, "
-             "kubernetes 3, a JVM client +1); `auto`: two per core. Results are the same as "
+             "kubernetes 3, a JVM client +1); `auto`: three per core. Results are the same as "
              "one after another")] = "1",
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log to stderr")] = False,
 ) -> None:

@@ -291,9 +291,12 @@ def parallel(tasks: Sequence[T], run: Callable[[T], None], jobs: int,
 
 def auto_jobs(cores: int | None = None) -> int:
     """`--jobs auto`: weight units for this machine. Runs wait more than they compute (a run's
-    time is its time limit, its CPU a fraction of one core), so two units per core; measured
-    in benchmarks/bench_matrix.py."""
-    return max(1, 2 * (cores or os.cpu_count() or 1))
+    time is its time limit, its CPU a fraction of one core), so three units per core: a
+    three-node etcd or ZooKeeper run and a redis run a core. Measured in
+    benchmarks/bench_matrix.py (docs/measurements.md, "Many runs side by side"): at two a core
+    a three-unit run (three kube-apiservers, a JVM cluster) had one unit beside it, and the
+    nightly took 0.65x of one after another on an idle machine at load average about 1."""
+    return max(1, 3 * (cores or os.cpu_count() or 1))
 
 
 def _child(argv: Sequence[str]) -> int:

@@ -25,7 +25,7 @@ from fencecheck.fleet.matrix import (
     load_matrix,
 )
 from fencecheck.fleet.outputs import write_junit
-from tests.conftest import processes_matching, run_fencecheck
+from tests.conftest import processes_matching, run_fencecheck, wait_for_late_builds
 
 GOOD_ROW = 'name = "ok"\nbackend = "redis"\nexpect = "must-pass"\n'
 
@@ -160,6 +160,7 @@ timeout_s = 60
 
 def test_the_nightly_example_is_valid(tmp_path: Path) -> None:
     path = Path(__file__).resolve().parents[2] / "examples" / "nightly.toml"
+    wait_for_late_builds()  # runnable: its consul rows need the binary the late build makes
     m = load_matrix(path, tmp_path / "store")
     expects = {r.label: r.expect for r in m.rows}
     assert "must-find" in expects.values() and "must-pass" in expects.values()

@@ -86,7 +86,7 @@ def test_an_error_in_a_task_is_raised_after_all_have_ended() -> None:
 def test_jobs_option() -> None:
     assert parse_jobs("3") == 3
     assert parse_jobs("auto") == auto_jobs() >= 2
-    assert auto_jobs(2) == 4
+    assert auto_jobs(2) == 6
     for bad in ("0", "-1", "many", ""):
         with pytest.raises(MatrixError, match="--jobs"):
             parse_jobs(bad)

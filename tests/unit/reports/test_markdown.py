@@ -63,7 +63,9 @@ def test_a_directory_without_a_matrix_is_a_clear_error(tmp_path: Path, capsys: A
 
 def test_the_libraries_example_covers_every_backend_and_lock_library(tmp_path: Path) -> None:
     path = REPO / "examples" / "libraries.toml"
-    m = load_matrix(path, tmp_path / "store")
+    # What the rows cover, not whether this machine has built their programs (consul is built
+    # beside the tests on a fresh machine: scripts/test.sh's late builds).
+    m = load_matrix(path, tmp_path / "store", runnable=False)
     configs = [r.configs[0] for r in m.rows]
     assert {c.backend for c in configs} == set(backends())
     clients = {c.client_name for c in configs}
