@@ -7,12 +7,19 @@ bash scripts/setup.sh
 # The third-party lock clients and servers the tests drive (cached by source hash: a no-op when
 # built). On a fresh machine these are minutes of compiling while the node image below is minutes
 # of downloading, so they run side by side; the build's log is shown when it ends.
-# The builds of many CPU minutes (consul: about 10) run beside the tests instead, below.
+# The builds of many CPU minutes (consul: about 10) run beside these and then beside the tests:
+# a test that needs one waits while it runs (tests/conftest.py: wait_for_late_builds). Started
+# with the others rather than after them, so that on a fresh machine (CPU-bound from start to
+# end) it ends before the rest of the suite does and its tests are not the run's tail alone.
+# The toolchains both need are installed first, once (two apt-gets at once would collide).
 builds_log=$(mktemp)
 late_log=$(mktemp)
-late=
+bash scripts/build-clients.sh --dry-run >/dev/null
 bash scripts/build-clients.sh --late without >"$builds_log" 2>&1 &
 builds=$!
+.venv/bin/fencecheck build --late only >"$late_log" 2>&1 &
+late=$!
+export FC_LATE_BUILDS_PID=$late
 # Every xdist worker imports every test module, and pytest rewrites their asserts (and those of
 # its plugins: hypothesis, anyio, xdist) on import: 16 s of CPU a worker, 6 s when it finds them
 # rewritten in __pycache__ (docs/test-suite-cpu.md), which it reads even under
@@ -22,7 +29,7 @@ env -u PYTHONDONTWRITEBYTECODE .venv/bin/pytest --collect-only -q -p no:cachepro
   >/dev/null 2>&1 &
 collect=$!
 stop_builds() {
-  kill "$builds" "$collect" ${late:+"$late"} 2>/dev/null || true
+  kill "$builds" "$collect" "$late" 2>/dev/null || true
   rm -f "$builds_log" "$late_log"
 }
 trap stop_builds EXIT
@@ -51,12 +58,6 @@ fi
 # 5: since a run forks its workers from a zygote, 5 workers took 12 min 4 s of pytest where 4
 # took 14 min 46 s and 6 took 13 min 8 s (docs/measurements.md, rows 38 to 40).
 workers=${FC_TEST_WORKERS:-5}
-# The late builds (a no-op once built): a test that needs one waits while this process lives
-# (tests/conftest.py: wait_for_late_builds), so on a fresh machine its compiling overlaps the
-# suite's waiting rather than coming before it.
-bash scripts/build-clients.sh --late only >"$late_log" 2>&1 &
-late=$!
-export FC_LATE_BUILDS_PID=$late
 # The collection started above has filled pytest's cache of rewritten test modules.
 wait "$collect" || true
 # A worker that dies is not replaced: with --dist loadgroup, pytest-xdist 3.8 can deadlock after
@@ -70,7 +71,7 @@ late_rc=0
 wait "$late" || late_rc=$?
 cat "$late_log"
 if [ "$late_rc" != 0 ]; then
-  echo "test.sh: scripts/build-clients.sh --late only failed (exit $late_rc)" >&2
+  echo "test.sh: fencecheck build --late only failed (exit $late_rc)" >&2
   [ "$rc" != 0 ] || rc=$late_rc
 fi
 set -e
