@@ -9,14 +9,19 @@ import importlib
 import itertools
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from fencecheck.cli.app import app
 from fencecheck.cli.matrix import parse_jobs
-from fencecheck.fleet.matrix import MatrixError
-from fencecheck.fleet.runs import auto_jobs, parallel
+from fencecheck.fleet.matrix import MatrixError, load_matrix
+from fencecheck.fleet.runs import auto_jobs, parallel, start_order
+from fencecheck.fleet.shard import expected_s
+from fencecheck.run import wiring
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _record(weights: list[int], jobs: int, stop_after: int | None = None
@@ -110,3 +115,16 @@ def test_a_search_left_behind_does_not_end_a_host_that_runs_commands_in_process(
     finally:
         search.free_abandoned()
     assert result.exit_code == 3  # the command's own verdict; and this process is still here
+
+
+def test_runs_side_by_side_start_heaviest_and_longest_first(tmp_path: Path) -> None:
+    """The nightly's runs, as `matrix --jobs N` starts them: weight, then expected time, both
+    descending, and row then seed order among equals; every run once."""
+    m = load_matrix(REPO / "examples" / "nightly.toml", tmp_path / "store", runnable=False)
+    tasks = [(row, seed, cfg) for row in m.rows
+             for seed, cfg in zip(row.seeds, row.configs, strict=True)]
+    started = start_order(tasks)
+    assert sorted((r.index, s) for r, s, _ in started) == sorted((r.index, s) for r, s, _ in tasks)
+    keys = [(-wiring.weight(c), -expected_s(r), r.index, s) for r, s, c in started]
+    assert keys == sorted(keys)
+    assert wiring.weight(started[0][2]) > wiring.weight(started[-1][2])
