@@ -121,7 +121,8 @@ class NodeDaemons:
         """While waiting for readiness: fail at once if a node's daemon has exited."""
         for n in nodes:
             if n in self.daemons and not self.running(n):
-                raise ClusterError(f"{self.name} on {n} exited; see {self._node_dir(n)}/{log_name}")
+                path = self._node_dir(n) / log_name
+                raise ClusterError(f"{self.name} on {n} exited; see {path}{_tail(path)}")
 
     def pause(self, node: str) -> None:
         """SIGSTOP the node's daemon; a no-op while it is killed."""
@@ -251,3 +252,18 @@ class OneNode:
             if time.monotonic() > deadline:
                 raise ClusterError(f"{self.what} not ready after {timeout_s} s")
             time.sleep(0.1)
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    """The last lines of a daemon's log, to quote in the error that it exited (the run's folder
+    may be gone by the time someone reads it: a test's temporary store); "" if unreadable here
+    (a log on an SSH node)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 8192))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    last = text.splitlines()[-lines:]
+    return ":\n" + "\n".join(f"  {line}" for line in last) if last else ""

@@ -15,6 +15,7 @@ from fencecheck.clusters.base import ClusterError, Killable, LogFiles, Pausable
 from fencecheck.clusters.runtimes.local import LocalRemote
 from fencecheck.clusters.services.zookeeper import ZookeeperService
 from tests.backends import loopback_nodes, net, store_dir, zk_cluster
+from tests.conftest import all_threads_stopped
 
 __all__ = ["store_dir", "zk_cluster"]
 log = logging.getLogger(__name__)
@@ -76,6 +77,8 @@ def test_pause_and_resume(zk_cluster: ZookeeperService) -> None:
     node = next(n for n in zk_cluster.nodes if zk_cluster.mode(n) == "follower")
     zk_cluster.pause(node)
     try:
+        # kill(2) returns before a busy thread has stopped: ask only once every one has
+        assert all_threads_stopped(zk_cluster.daemons[node].pid)
         assert zk_cluster.four_letter(node, "ruok", timeout_s=1.0) is None
     finally:
         zk_cluster.resume(node)
