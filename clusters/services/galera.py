@@ -150,20 +150,30 @@ class GaleraService(NodeDaemons):
         self.start_node_daemon(node, "mariadbd", argv, self._node_dir(node) / "galera.log")
 
     def state(self, node: str) -> str | None:
-        """The node's `wsrep_local_state_comment` (Synced, Donor/Desynced, ...), None if it does
-        not answer."""
+        """The node's `wsrep_local_state_comment` (Synced, Donor/Desynced, ...), with " (not
+        ready)" after it while `wsrep_ready` is OFF (a node outside the primary component
+        refuses statements: "WSREP has not yet prepared node for application use"); None if it
+        does not answer."""
         remote = self.nodes[node]
         argv = [CLIENT, "--no-defaults", "-h", remote.address, "-P", str(self.port), "-u", USER,
                 "--connect-timeout=2", "-N", "-B", "-e",
-                "SHOW STATUS LIKE 'wsrep_local_state_comment'"]
+                "SHOW STATUS WHERE Variable_name IN "
+                "('wsrep_local_state_comment', 'wsrep_ready')"]
         try:
             r = remote.run(argv, timeout_s=5.0, check=False)
         except RemoteError:
             return None
         if r.returncode != 0:
             return None
-        parts = r.stdout.split()
-        return parts[-1] if parts else None
+        status = dict(line.split("\t", 1) for line in r.stdout.splitlines() if "\t" in line)
+        comment = status.get("wsrep_local_state_comment")
+        if comment is None:
+            return None
+        return comment if status.get("wsrep_ready") == "ON" else f"{comment} (not ready)"
+
+    def wait_ready(self, timeout_s: float, nodes: list[str] | None = None) -> None:
+        """Wait until every node (or those named) is Synced and ready."""
+        self._wait_synced(list(nodes if nodes is not None else self.nodes), timeout_s)
 
     def _wait_synced(self, nodes: list[str], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -31,6 +31,9 @@ def galera(store_dir: Path) -> Iterator[GaleraService]:
 
 @pytest.fixture
 def clients(galera: GaleraService) -> Iterator[list[GaleraLockTableClient]]:
+    # Each test from a whole cluster: at load 13 a node once refused the first statement
+    # ("WSREP has not yet prepared node"; 3 s suspect timeouts, for the partition tests)
+    galera.wait_ready(60.0)
     made = [GaleraLockTableClient({"endpoints": galera.endpoints(), "worker": i,
                                    "op_timeout_s": 3.0, **galera.client_options()})
             for i in range(3)]
