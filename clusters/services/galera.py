@@ -68,10 +68,10 @@ class GaleraService(NodeDaemons):
         for n in self.nodes:
             self._prepare(n, install=(n == first))
         self._start(first, bootstrap=True)
-        self._wait_synced([first], self.ready_timeout_s)
+        self.wait_ready(self.ready_timeout_s, [first])
         for n in rest:
             self._start(n, bootstrap=False)
-        self._wait_synced(rest, self.ready_timeout_s)
+        self.wait_ready(self.ready_timeout_s, rest)
         self.ready_s = time.monotonic() - t0
         log.info("galera on %s ready in %.2f s", ",".join(self.nodes), self.ready_s)
 
@@ -173,11 +173,8 @@ class GaleraService(NodeDaemons):
 
     def wait_ready(self, timeout_s: float, nodes: list[str] | None = None) -> None:
         """Wait until every node (or those named) is Synced and ready."""
-        self._wait_synced(list(nodes if nodes is not None else self.nodes), timeout_s)
-
-    def _wait_synced(self, nodes: list[str], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        waiting = list(nodes)
+        waiting = list(nodes if nodes is not None else self.nodes)
         while waiting:
             self.check_exited(waiting, "galera.log")
             waiting = [n for n in waiting if self.state(n) != "Synced"]

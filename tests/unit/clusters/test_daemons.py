@@ -20,16 +20,20 @@ class _Service(NodeDaemons):
         self.init_daemons(None, None, None, keep_data=False)
 
 
+def _wait_exited(svc: _Service) -> None:
+    deadline = time.monotonic() + 10
+    while svc.running("n1"):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
 def test_an_exited_daemon_is_reported_with_the_end_of_its_log(tmp_path: Path) -> None:
     svc = _Service()
     svc.adopt_nodes({"n1": LocalRemote("n1", "127.0.0.1")}, tmp_path)
     log = tmp_path / "nodes" / "n1" / "svc.log"
     lines = "; ".join(f"echo line{i}" for i in range(20))
     svc.start_node_daemon("n1", "svc", ["sh", "-c", f"{lines}; echo bind failed; exit 3"], log)
-    deadline = time.monotonic() + 10
-    while svc.running("n1"):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    _wait_exited(svc)
     with pytest.raises(ClusterError) as e:
         svc.check_exited(["n1"], "svc.log")
     msg = str(e.value)
@@ -42,9 +46,6 @@ def test_an_unreadable_log_leaves_the_plain_message(tmp_path: Path) -> None:
     svc = _Service()
     svc.adopt_nodes({"n1": LocalRemote("n1", "127.0.0.1")}, tmp_path)
     svc.start_node_daemon("n1", "svc", ["true"], tmp_path / "elsewhere.log")
-    deadline = time.monotonic() + 10
-    while svc.running("n1"):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    _wait_exited(svc)
     with pytest.raises(ClusterError, match=r"^svc on n1 exited; see \S+/nodes/n1/svc.log$"):
         svc.check_exited(["n1"], "svc.log")
