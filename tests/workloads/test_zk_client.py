@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fencecheck.clusters.services.zookeeper import ZookeeperService
-from fencecheck.workloads.base import DefiniteFailure
+from fencecheck.workloads.base import DefiniteFailure, Indeterminate
 from fencecheck.workloads.clients.zk import ZkClient, ZkHandle
 from tests.backends import store_dir, zk_cluster
 from tests.conftest import REPO
@@ -186,3 +186,27 @@ def test_lock_survives_the_crash_of_its_server(
     finally:
         zk_cluster.restart("z1")
         zk_cluster.wait_ready(30.0, ["z1"])
+
+
+def test_an_unknown_release_ends_the_session_so_its_node_does_not_hold_the_lock(
+    clients: list[ZkClient],
+) -> None:
+    """A release whose reply is lost is `info`; the client then ends its session, so the lock node
+    does not outlive it (kazoo keeps a session alive while the client runs: one lost reply held
+    the lock for the rest of a membership run). The reply is lost by a delete that never answers;
+    the server, the sessions and the other client are real."""
+    a, b, _ = clients
+    g = a.acquire("lost-reply", 10_000, 2.0)
+    assert a.zk is not None
+    never = a.zk.handler.async_result()  # a reply that never comes
+    a.zk.delete_async = lambda path, version=-1: never  # type: ignore[method-assign]
+    with pytest.raises(Indeterminate):
+        a.release(g)
+    assert a.zk is None, "the session of an unknown release was kept"
+    # Within a 10 s session: only a closed session frees the node this soon.
+    got = b.acquire("lost-reply", 10_000, 3.0)
+    assert got.token > g.token
+    b.release(got)
+    g2 = a.acquire("lost-reply", 10_000, 2.0)  # a new session, a new grant
+    assert g2.token > got.token
+    a.release(g2)

@@ -37,6 +37,16 @@ keeps reconnecting *the session's transport* to another server, which re-sends n
 request in flight when the connection drops fails with ConnectionLoss, recorded as info) and is
 what keeps a ZooKeeper session (the lease) alive across a server crash.
 
+An unknown acquire or release ends the session (`_retire`): the process that made it is retired
+(DESIGN.md), and the next acquire opens a new session, as a restarted client would. A contender
+node whose create's reply was lost, or a lock node whose delete's reply was lost, stays as long as
+its session does, and kazoo keeps a session alive as long as the client runs: without this, one
+lost reply held the lock for the rest of a run (a membership run on a loaded machine: a release
+timed out while the leader was being removed, and no one was granted for the next 19 s). Closing
+the session deletes them at once if a server hears the close, else when the session expires. An
+unknown renew keeps the session: the checker holds the retired grant until its lease ends, and
+the service must too.
+
 acquire timeout: kazoo's recipe deletes its node on LockTimeout. As in the etcd client, the
 acquire reads the owner (lowest contender) first; if, after the timeout, our node is gone and the
 same owner node is still there, our node (created later, a higher sequence) was never the
@@ -176,7 +186,18 @@ class ZkClient:
     def _recipe(self, zk: KazooClient, path: str) -> Lock:
         return Lock(zk, path)
 
+    def _retire(self, e: Indeterminate) -> Indeterminate:
+        """End the session of an unknown acquire or release (see the module's text)."""
+        self._stop()
+        return e
+
     def acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
+        try:
+            return self._acquire(lock, lease_ms, timeout_s)
+        except Indeterminate as e:
+            raise self._retire(e) from None
+
+    def _acquire(self, lock: str, lease_ms: int, timeout_s: float) -> Grant:
         zk = self._client(lease_ms)
         path = self._path(lock)
         waiting, call, granted = self.verbs
@@ -255,7 +276,7 @@ class ZkClient:
         except NoNodeError:
             raise DefiniteFailure("lock-lost", f"{handle.path} was already gone") from None
         except (KazooException, KazooTimeoutError) as e:
-            raise Indeterminate("timeout", f"delete: {e!r}") from None
+            raise self._retire(Indeterminate("timeout", f"delete: {e!r}")) from None
 
     def close(self) -> None:
         self._stop()
