@@ -10,9 +10,13 @@ install module@version` refuses, so the build is a module of ours that requires 
 and builds its main package (`go build github.com/hashicorp/consul`); Go then takes the
 submodules at the versions Consul's go.mod requires, which are the ones its release tagged.
 
+The build is static (CGO_ENABLED=0, fencecheck.toolchain.tools), as HashiCorp's release binaries
+are (.github/workflows/build.yml of the release).
+
 `fencecheck build consul` (or `python -m fencecheck.clusters.services.consul_build`) builds it
 into `$FENCECHECK_CLIENT_CACHE` (default /var/cache/fencecheck/clients)/
-consul-<version>-<hash>/, <hash> covering go.mod and go.sum: an unchanged pin is a no-op.
+consul-<version>-<hash>/, <hash> covering go.mod, go.sum and the build command: an unchanged pin
+is a no-op.
 `binary()` is the path of the built binary, or `NotBuilt` naming the command that builds it (the
 backend's preflight turns that into exit 3 before a run starts).
 """
@@ -30,6 +34,7 @@ from pathlib import Path
 
 from fencecheck.clusters.base import ClusterError
 from fencecheck.toolchain import cache
+from fencecheck.toolchain.tools import GO_STATIC
 
 MODULE = Path(__file__).resolve().parent / "consul_go"
 CONSUL = "github.com/hashicorp/consul"
@@ -70,6 +75,7 @@ def build_dir() -> Path:
     h = hashlib.sha256()
     for f in ("go.mod", "go.sum"):
         h.update((MODULE / f).read_bytes() + b"\0")
+    h.update(" ".join(steps(Path("."))[0]).encode() + b"\0" + GO_STATIC.encode())
     return cache.cache_root() / f"{NAME}-{version()}-{h.hexdigest()[:12]}"
 
 

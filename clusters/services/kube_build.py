@@ -4,10 +4,11 @@ v0.x version), cached per machine.
 
 `fencecheck build kube-apiserver` (or `python -m fencecheck.clusters.services.kube_build`) builds
 it into `$FENCECHECK_CLIENT_CACHE` (default /var/cache/fencecheck/clients, beside the shipped
-clients)/kube-apiserver-<version>-<hash>/, <hash> covering go.mod and go.sum: an unchanged pin is
-a no-op. The build goes to a temporary folder renamed into place when complete, so a half-built
-binary is never found. `binary()` is the path of the built binary, or `NotBuilt` naming the
-command that builds it (the backend's preflight turns that into exit 3 before a run starts).
+clients)/kube-apiserver-<version>-<hash>/, <hash> covering go.mod, go.sum and the build commands:
+an unchanged pin is a no-op. The build goes to a temporary folder renamed into place when
+complete, so a half-built binary is never found. `binary()` is the path of the built binary,
+or `NotBuilt` naming the command that builds it (the backend's preflight turns that into exit 3
+before a run starts).
 
 `KubeBuild` is the recipe: a Go module pinning `k8s.io/kubernetes` and the commands of
 `k8s.io/kubernetes/cmd/` it builds into one cache folder; the one-node cluster's kubelet,
@@ -26,11 +27,15 @@ from pathlib import Path
 
 from fencecheck.clusters.base import ClusterError
 from fencecheck.toolchain import cache
+from fencecheck.toolchain.tools import GO_STATIC
 
 MODULE = Path(__file__).resolve().parent / "kube_apiserver_go"
 BUILD_HINT = "fencecheck build kube-apiserver"
 TOOLCHAIN = "go"  # fencecheck.toolchain.tools
 NAME = "kube-apiserver"
+# The build tags of a Kubernetes release build (hack/lib/golang.sh: "selinux,notest" and, not
+# debugging, "grpcnotrace").
+RELEASE_TAGS = "selinux,notest,grpcnotrace"
 
 
 class NotBuilt(ClusterError):
@@ -70,6 +75,9 @@ class KubeBuild:
         h = hashlib.sha256()
         for f in ("go.mod", "go.sum"):
             h.update((self.module / f).read_bytes() + b"\0")
+        for argv in self.steps(Path(".")):  # a changed command or flag is a new build
+            h.update(" ".join(argv).encode() + b"\0")
+        h.update(GO_STATIC.encode())
         return cache.cache_root() / f"{self.name}-{self.version()}-{h.hexdigest()[:12]}"
 
     def path(self, command: str) -> Path:
@@ -85,9 +93,13 @@ class KubeBuild:
             shutil.copy(self.module / f, folder / f)
 
     def steps(self, folder: Path) -> list[list[str]]:
-        # The version stamp Kubernetes' own build sets, so that /version names the release.
-        stamp = f"-X k8s.io/component-base/version.gitVersion={self.version()}"
-        return [["go", "build", "-mod=readonly", "-trimpath", f"-ldflags={stamp}", "-o",
+        # As the release's own build does (hack/lib/golang.sh, not DBG): the version stamp, so
+        # that /version names the release; -s -w, leaving out the symbol table and DWARF (the
+        # link of consul: 10.7 CPU s instead of 24.9; panics still print their stacks); its
+        # build tags; and static (CGO_ENABLED=0: fencecheck.toolchain.tools.build_env).
+        stamp = f"-s -w -X k8s.io/component-base/version.gitVersion={self.version()}"
+        return [["go", "build", "-mod=readonly", "-trimpath", f"-tags={RELEASE_TAGS}",
+                 f"-ldflags={stamp}", "-o",
                  str(folder / c), f"k8s.io/kubernetes/cmd/{c}"] for c in self.commands
                 ] + [list(argv) for argv in self.extra]
 

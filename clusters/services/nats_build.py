@@ -44,7 +44,8 @@ def source() -> str:
 
 
 def build_dir() -> Path:
-    return cache.cache_root() / f"{NAME}-{PIN}"
+    # "static": built with GO_STATIC (fencecheck.toolchain.tools), as the release binaries are.
+    return cache.cache_root() / f"{NAME}-{PIN}-static"
 
 
 def binary() -> Path:

@@ -32,6 +32,7 @@ from typing import Any
 from fencecheck.descriptors import catalog
 from fencecheck.descriptors.base import Program
 from fencecheck.toolchain import cache
+from fencecheck.toolchain.tools import GO_STATIC
 from fencecheck.workloads.base import WorkloadError
 from fencecheck.workloads.clients import jvm
 
@@ -107,7 +108,7 @@ class ClientBuild:
 
 def _go(name: str, source: str, binary: str) -> ClientBuild:
     return ClientBuild(name, source, lambda d: _go_build(d, binary), lambda d: [str(d / binary)],
-                       "go build v2", (GO_STDIO,), "go")
+                       f"go build v3 {GO_STATIC}", (GO_STDIO,), "go")
 
 
 def _maven(name: str, source: str, main: str, *args: str,
@@ -189,7 +190,8 @@ def _variant(name: str, version: str) -> ClientBuild:
     indirect = _indirect(program.source)
     return ClientBuild(f"{name}@{version}", program.source,
                        lambda d: _go_build(d, program.entry, moved, indirect),
-                       lambda d: [str(d / program.entry)], "go build v2 " + " ".join(moved),
+                       lambda d: [str(d / program.entry)],
+                       f"go build v3 {GO_STATIC} " + " ".join(moved),
                        (GO_STDIO,), "go")
 
 

@@ -47,3 +47,16 @@ def test_every_build_kind_of_the_descriptors_has_a_toolchain() -> None:
     from fencecheck.workloads.clients.build import BUILDS
 
     assert {b.toolchain for b in BUILDS.values()} <= set(tools.TOOLCHAINS)
+
+
+def test_go_builds_are_static_and_take_the_compile_settings_unless_set(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("GOGC", "GOFLAGS", "CGO_ENABLED"):
+        monkeypatch.delenv(var, raising=False)
+    env = tools.build_env()
+    assert (env["GOGC"], env["GOFLAGS"], env["CGO_ENABLED"]) == ("400", "-gcflags=all=-c=1", "0")
+    monkeypatch.setenv("GOGC", "100")
+    monkeypatch.setenv("GOFLAGS", "-mod=mod")
+    monkeypatch.setenv("CGO_ENABLED", "1")  # the builds' cache hashes say static: always static
+    env = tools.build_env()
+    assert (env["GOGC"], env["GOFLAGS"], env["CGO_ENABLED"]) == ("100", "-mod=mod", "0")
