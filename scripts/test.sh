@@ -7,12 +7,10 @@ bash scripts/setup.sh
 # The third-party lock clients and servers the tests drive (cached by source hash: a no-op when
 # built). On a fresh machine these are minutes of compiling while the node image below is minutes
 # of downloading, so they run side by side; the build's log is shown when it ends.
-# The builds of many CPU minutes (consul: about 10; kube-apiserver: about 6 after the client-go
-# client) run beside these and then beside the tests, longest first: a test that needs one waits
-# until it is built (tests/conftest.py: wait_for_late_builds). Started with the others rather
-# than after them, so that on a fresh machine (CPU-bound from start to end) they end before the
-# rest of the suite does and their tests are not the run's tail alone; and beside the tests,
-# their compiling fills the cores the tests leave idle while they wait on their runs.
+# The builds of many CPU minutes (consul: about 10) run beside these and then beside the tests:
+# a test that needs one waits while it runs (tests/conftest.py: wait_for_late_builds). Started
+# with the others rather than after them, so that on a fresh machine (CPU-bound from start to
+# end) it ends before the rest of the suite does and its tests are not the run's tail alone.
 # The toolchains both need are installed first, once (two apt-gets at once would collide).
 builds_log=$(mktemp)
 late_log=$(mktemp)

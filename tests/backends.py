@@ -141,7 +141,7 @@ def consul(n: int, prefix: str, subnet: str, store: Path) -> ContextManager[Cons
 def consul_binary() -> str:
     """The pinned consul build, waited for while the test command still builds it beside the
     tests; its absence fails the test (the README's test command builds it)."""
-    wait_for_late_builds(ready=consul_build.binary)
+    wait_for_late_builds()
     try:
         return str(consul_build.binary())
     except consul_build.NotBuilt as e:

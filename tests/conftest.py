@@ -360,22 +360,13 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def wait_for_late_builds(timeout_s: float = 2400.0,
-                         ready: Callable[[], object] | None = None) -> None:
+def wait_for_late_builds(timeout_s: float = 2400.0) -> None:
     """scripts/test.sh builds the programs of many CPU minutes (`fencecheck build --late only`:
-    consul, kube-apiserver) beside the tests, not before them: a test that needs one calls this
-    first, and waits while that build runs (FC_LATE_BUILDS_PID) until `ready()` (the build it
-    needs is there: a binary() that no longer raises) or, without one, until all have ended.
-    Elsewhere, and once they have ended, at once."""
+    consul) beside the tests, not before them: a test that needs one calls this first, and waits
+    while that build runs (FC_LATE_BUILDS_PID). Elsewhere, and once it has ended, at once."""
     pid = os.environ.get("FC_LATE_BUILDS_PID", "")
     deadline = time.monotonic() + timeout_s
     while pid.isdigit() and _alive(int(pid)) and time.monotonic() < deadline:
-        if ready is not None:
-            try:
-                ready()
-                return
-            except Exception:
-                pass
         time.sleep(2)
 
 @pytest.fixture

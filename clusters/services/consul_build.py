@@ -42,9 +42,8 @@ BUILD_HINT = "fencecheck build consul"
 TOOLCHAIN = "go"  # fencecheck.toolchain.tools
 NAME = "consul"
 # About 10 CPU minutes from empty Go caches (docs/findings/consul.md): the test command builds it
-# beside the tests (`fencecheck build --late only`), and the consul tests wait for it. The value:
-# about its CPU seconds (fencecheck/cli/build.py runs the late builds longest first).
-LATE = 600
+# beside the tests (`fencecheck build --late only`), and the consul tests wait for it.
+LATE = True
 # The first lines of the license text the pinned release must carry.
 MPL = "Mozilla Public License, version 2.0"
 

@@ -40,13 +40,6 @@ NAME = "kube-apiserver"
 # again (a new machine's run: client-go 263 s, then kube-apiserver 347 s). Without it, the
 # client-go client shares every package but its own two with kube-apiserver (`go list -deps`).
 RELEASE_TAGS = "selinux,grpcnotrace"
-# About 6 CPU minutes after the client-go client (which compiles the packages they share): the
-# test command builds it beside the tests (`fencecheck build --late only`, after consul, by when
-# the client-go client is built), and the kubernetes tests wait for it. On a new machine the
-# single-threaded end of its build (the last packages and the link) then overlaps the tests
-# instead of holding up their start, and its compiling fills what the tests leave idle. The value:
-# about its CPU seconds (the late builds run longest first).
-LATE = 360
 
 
 class NotBuilt(ClusterError):

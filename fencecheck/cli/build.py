@@ -48,10 +48,8 @@ class Recipe:
     used_by: str  # what needs it: "client-go on kubernetes", "backend nats"
     default: bool = True  # built by `fencecheck build` with no names (else only when named)
     # A build of many CPU minutes that the test command runs beside the tests (whose tests wait
-    # for it), not before them: its module's LATE, about how many CPU seconds it takes (0: not
-    # late). The late builds run longest first: consul, then kube-apiserver, whose build reuses
-    # what the client-go client (built before the tests) compiled by then.
-    late: float = 0
+    # for it), not before them: its module's LATE = True.
+    late: bool = False
 
 
 # Pinned builds no backend runs: (module, what needs it). Built only when named: the kube-node
@@ -87,7 +85,7 @@ def recipes() -> dict[str, Recipe]:
         m = _server_module(backend.server_build)
         out[m.NAME] = Recipe(m.NAME, "server", m.TOOLCHAIN, m.source(), m.build_dir, m.steps,
                              m.build, f"backend {backend.name}",
-                             late=float(getattr(m, "LATE", 0)))
+                             late=bool(getattr(m, "LATE", False)))
     for spec, used_by in TOOL_BUILDS:
         m = _server_module(spec)
         out[m.NAME] = Recipe(m.NAME, "server", m.TOOLCHAIN, m.source(), m.build_dir, m.steps,
@@ -164,8 +162,8 @@ def build(
                           "build nothing")] = False,
     late: Annotated[str, typer.Option(
         "--late", help="with: every build (the default); without: not the builds of many CPU "
-                       "minutes (consul, kube-apiserver) that the test command runs beside its "
-                       "tests; only: just those, longest first")] = "with",
+                       "minutes (consul) that the test command runs beside its tests; only: "
+                       "just those")] = "with",
 ) -> None:
     """Build the lock clients in other languages and the pinned servers (cached by source)."""
     from fencecheck.clusters.base import ClusterError
@@ -176,9 +174,7 @@ def build(
                   "with, without or only")
         raise typer.Exit(BAD_INPUT)
     chosen = [r for r in _pick(names or [], recipes(), every=dry_run)
-              if late == "with" or bool(r.late) == (late == "only")]
-    if late == "only":
-        chosen.sort(key=lambda r: -r.late)
+              if late == "with" or r.late == (late == "only")]
     if dry_run:
         _dry_run(chosen)
         return

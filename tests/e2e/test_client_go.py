@@ -24,7 +24,7 @@ from fencecheck.descriptors.base import FaultDescriptor
 from fencecheck.nemesis.faults.base import EnvFor, FaultContext, ScheduleView
 from fencecheck.run.workers import worker_env
 from fencecheck.workloads.clients.build import NotBuilt, command
-from tests.conftest import at_once, wait_for_late_builds
+from tests.conftest import at_once
 from tests.e2e.test_run_backends import DAMAGE, kinds, run
 from tests.e2e.test_third_party import found_or_retry
 
@@ -38,7 +38,6 @@ K8S = ("--backend", "kubernetes", "--lease-ms", "2000", "--nodes", "1")
 def built() -> None:
     from fencecheck.clusters.services.kube_build import binary
 
-    wait_for_late_builds(ready=binary)  # the test command builds it beside the tests
     try:
         command("client-go")
         binary()

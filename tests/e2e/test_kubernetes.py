@@ -34,13 +34,7 @@ from fencecheck.clusters.services.kube_apiserver import KubeApiserverService
 from fencecheck.workloads.base import DefiniteFailure
 from fencecheck.workloads.clients.kube_lease import KubernetesPythonClient
 from tests.backends import loopback_nodes, net
-from tests.conftest import (
-    REPO,
-    at_once,
-    processes_matching,
-    run_fencecheck,
-    wait_for_late_builds,
-)
+from tests.conftest import REPO, at_once, processes_matching, run_fencecheck
 from tests.e2e.test_run_backends import DAMAGE, kinds, must_find, run
 from tests.e2e.test_third_party import found_or_retry
 
@@ -54,7 +48,6 @@ LEADER = ("--workload", "leader", "--backend", "kubernetes", "--client", "kubern
 
 @pytest.fixture(autouse=True)
 def built() -> None:
-    wait_for_late_builds(ready=kube_build.binary)  # the test command builds it beside the tests
     try:
         kube_build.binary()
     except kube_build.NotBuilt as e:
