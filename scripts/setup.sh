@@ -43,35 +43,57 @@ stamp=.venv/.fencecheck-installed
 # every Python process of the venv, 20 to 30 ms of CPU each (docs/measurements.md, "A
 # process's start"), and a test run starts some 2,000.
 mode=editable_mode=compat
+# The two dependencies PyPI has only as source are built into a wheelhouse by pip, which keeps
+# its builds in its cache: uv would build them again on every new venv, as this machine's package
+# index answers its revalidations "modified".
+wheels=${XDG_CACHE_HOME:-$HOME/.cache}/fencecheck/wheels
+# Every extra but `fuse` (what runs clusters, each family of lock clients) and the tools of the
+# tests, read from pyproject.toml's `all`; pyfuse3 (`fuse`) comes after them, below.
+extras=$("$py" -c 'import re, tomllib
+all_ = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["all"]
+print(",".join(e for e in re.search(r"\[(.*)\]", all_[0]).group(1).split(",") if e != "fuse"))')
 if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] \
     || [ "$(cat "$stamp")" != "$mode" ]; then
   "$py" -m venv .venv
-  # Every extra (what runs clusters, each family of lock clients) and the tools of the tests,
-  # installed by uv (PyPI): 4 s where pip took 34 (docs/measurements.md, "Making the venv").
-  # The two dependencies PyPI has only as source (pyfuse3 is C, 18 s of gcc) are built into a
-  # wheelhouse by pip first, which keeps its builds in its cache: uv would build them again on
-  # every new venv, as this machine's package index answers its revalidations "modified".
-  wheels=${XDG_CACHE_HOME:-$HOME/.cache}/fencecheck/wheels
+  # installed by uv (PyPI): 4 s where pip took 34 (docs/measurements.md, "Making the venv")
   mkdir -p "$wheels"
   if .venv/bin/pip install -q --disable-pip-version-check uv==0.13.9 \
-      && .venv/bin/pip wheel -q --disable-pip-version-check --no-deps -w "$wheels" \
-        pyfuse3==3.5.0 etcd3==0.12.0; then
+      && .venv/bin/pip wheel -q --disable-pip-version-check --no-deps -w "$wheels" etcd3==0.12.0
+  then
     # setuptools calls the compat mode transitional (to be removed one day): then the default
-    .venv/bin/uv pip install -q --python .venv/bin/python --find-links "$wheels" -e '.[all,dev]' \
-        --config-settings-package "fencecheck:$mode" \
+    .venv/bin/uv pip install -q --python .venv/bin/python --find-links "$wheels" \
+        -e ".[$extras,dev]" --config-settings-package "fencecheck:$mode" \
       || .venv/bin/uv pip install -q --python .venv/bin/python --find-links "$wheels" \
-        -e '.[all,dev]'
+        -e ".[$extras,dev]"
   else
     echo "setup.sh: uv could not be installed; pip instead (slower)" >&2
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e '.[all,dev]' --config-settings "$mode" \
-      || .venv/bin/pip install -q -e '.[all,dev]'
+    .venv/bin/pip install -q -e ".[$extras,dev]" --config-settings "$mode" \
+      || .venv/bin/pip install -q -e ".[$extras,dev]"
   fi
   echo "$mode" >"$stamp"
+fi
+# pyfuse3 (the `fuse` extra: the lose-unsynced file system) is C, about 25 s of gcc on one core
+# when no wheel is at hand: on a new machine the one thing setup does for that long. So it comes
+# last, and FC_SETUP_FUSE=later leaves it out: scripts/test.sh starts its builds on the venv
+# without it and runs this script again beside them, which then has only this left to do.
+fuse=pyfuse3==3.5.0  # the wheel built is the one installed
+if [ "${FC_SETUP_FUSE:-}" != later ] && ! .venv/bin/python -c "import pyfuse3" 2>/dev/null; then
+  mkdir -p "$wheels"
+  .venv/bin/pip wheel -q --disable-pip-version-check --no-deps -w "$wheels" "$fuse"
+  if [ -x .venv/bin/uv ]; then
+    .venv/bin/uv pip install -q --python .venv/bin/python --find-links "$wheels" "$fuse"
+  else
+    .venv/bin/pip install -q --find-links "$wheels" "$fuse"
+  fi
 fi
 # Each run starts its controller and a worker per client as new Python processes. Where
 # PYTHONDONTWRITEBYTECODE is set (this machine sets it) none of them ever finds the project's own
 # modules compiled, so each compiled them again (0.15 s of CPU a controller, 2,000 processes a
 # test run); compileall writes them anyway, once (the rooms are symlinks, which it would skip).
 .venv/bin/python -m compileall -q -j 0 fencecheck $(find fencecheck -maxdepth 1 -type l) >/dev/null
-echo "setup.sh: ready (.venv/bin/fencecheck)"
+if [ "${FC_SETUP_FUSE:-}" = later ]; then
+  echo "setup.sh: ready but for pyfuse3 (FC_SETUP_FUSE=later: run this again for it)"
+else
+  echo "setup.sh: ready (.venv/bin/fencecheck)"
+fi

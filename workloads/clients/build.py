@@ -32,7 +32,7 @@ from typing import Any
 from fencecheck.descriptors import catalog
 from fencecheck.descriptors.base import Program
 from fencecheck.toolchain import cache
-from fencecheck.toolchain.tools import GO_STATIC
+from fencecheck.toolchain.tools import GO_STATIC, JVM_BUILD_FLAGS
 from fencecheck.workloads.base import WorkloadError
 from fencecheck.workloads.clients import jvm
 
@@ -61,8 +61,8 @@ def _javac(d: Path, classpath: str, main: str, shared: tuple[str, ...],
                for f in sorted((HERE / s).glob("*.java"))]
     own = [str(d / f.name) for f in sorted((HERE / source).glob("*.java"))
            if source and f.name != f"{main}.java"]
-    return ["javac", "-cp", classpath, "-d", str(d / "classes"), *sources, *own,
-            str(d / f"{main}.java")]
+    return ["javac", *(f"-J{f}" for f in JVM_BUILD_FLAGS), "-cp", classpath,
+            "-d", str(d / "classes"), *sources, *own, str(d / f"{main}.java")]
 
 
 def _maven_javac(d: Path, main: str, shared: tuple[str, ...], source: str) -> list[list[str]]:

@@ -51,12 +51,18 @@ def test_every_build_kind_of_the_descriptors_has_a_toolchain() -> None:
 
 def test_go_builds_are_static_and_take_the_compile_settings_unless_set(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("GOGC", "GOFLAGS", "CGO_ENABLED"):
+    for var in ("GOGC", "GOMEMLIMIT", "GOFLAGS", "CGO_ENABLED"):
         monkeypatch.delenv(var, raising=False)
     env = tools.build_env()
-    assert (env["GOGC"], env["GOFLAGS"], env["CGO_ENABLED"]) == ("400", "-gcflags=all=-c=1", "0")
+    assert (env["GOGC"], env["GOMEMLIMIT"], env["GOFLAGS"], env["CGO_ENABLED"]) == (
+        "off", "3GiB", "-gcflags=all=-c=1", "0")
     monkeypatch.setenv("GOGC", "100")
     monkeypatch.setenv("GOFLAGS", "-mod=mod")
     monkeypatch.setenv("CGO_ENABLED", "1")  # the builds' cache hashes say static: always static
     env = tools.build_env()
     assert (env["GOGC"], env["GOFLAGS"], env["CGO_ENABLED"]) == ("100", "-mod=mod", "0")
+    assert "GOMEMLIMIT" not in env  # a GOGC of one's own is not bounded by ours
+    monkeypatch.delenv("GOGC")
+    monkeypatch.setenv("GOMEMLIMIT", "1GiB")  # nor is a memory limit of one's own turned off
+    env = tools.build_env()
+    assert "GOGC" not in env and env["GOMEMLIMIT"] == "1GiB"
