@@ -33,6 +33,11 @@ MODULE = Path(__file__).resolve().parent / "kube_apiserver_go"
 BUILD_HINT = "fencecheck build kube-apiserver"
 TOOLCHAIN = "go"  # fencecheck.toolchain.tools
 NAME = "kube-apiserver"
+# `fencecheck build` builds the servers after the clients, those with LAST after the others:
+# kube-apiserver reuses what the client-go client compiled, and its build ends in a link of
+# some 16 s on one core, which should be the only such end before the tests (row 64 of
+# docs/measurements.md: nats-server after it left one core idle for about 40 s).
+LAST = True
 # The build tags of a Kubernetes release build (hack/lib/golang.sh: "selinux,notest" and, not
 # debugging, "grpcnotrace") but `notest`: it leaves out two fuzzing helpers of
 # k8s.io/apimachinery (intstr, meta/v1), which changes those packages and so every package above

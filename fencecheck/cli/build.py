@@ -63,7 +63,8 @@ def _server_module(spec: str) -> ModuleType:
 
 
 def recipes() -> dict[str, Recipe]:
-    """Every recipe, by name: the shipped clients in descriptor order, then the servers."""
+    """Every recipe, by name: the shipped clients in descriptor order, then the servers (those
+    whose module says LAST after the others)."""
     from fencecheck.workloads.clients import build as clients
 
     backends = catalog.backends().values()
@@ -79,12 +80,11 @@ def recipes() -> dict[str, Recipe]:
             functools.partial(clients.build_dir, name), b.steps,
             functools.partial(clients.build, name),
             f"client {name} on {', '.join(used.get(name, ['?']))}")
-    for backend in backends:
-        if backend.server_build is None:
-            continue
-        m = _server_module(backend.server_build)
+    servers = [(b.name, _server_module(b.server_build)) for b in backends
+               if b.server_build is not None]
+    for backend, m in sorted(servers, key=lambda s: bool(getattr(s[1], "LAST", False))):
         out[m.NAME] = Recipe(m.NAME, "server", m.TOOLCHAIN, m.source(), m.build_dir, m.steps,
-                             m.build, f"backend {backend.name}",
+                             m.build, f"backend {backend}",
                              late=bool(getattr(m, "LATE", False)))
     for spec, used_by in TOOL_BUILDS:
         m = _server_module(spec)
