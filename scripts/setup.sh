@@ -47,14 +47,14 @@ mode=editable_mode=compat
 # its builds in its cache: uv would build them again on every new venv, as this machine's package
 # index answers its revalidations "modified".
 wheels=${XDG_CACHE_HOME:-$HOME/.cache}/fencecheck/wheels
-# Every extra but `fuse` (what runs clusters, each family of lock clients) and the tools of the
-# tests, read from pyproject.toml's `all`; pyfuse3 (`fuse`) comes after them, below.
-extras=$("$py" -c 'import re, tomllib
-all_ = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["all"]
-print(",".join(e for e in re.search(r"\[(.*)\]", all_[0]).group(1).split(",") if e != "fuse"))')
 if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] \
     || [ "$(cat "$stamp")" != "$mode" ]; then
   "$py" -m venv .venv
+  # Every extra but `fuse` (what runs clusters, each family of lock clients) and the tools of the
+  # tests, read from pyproject.toml's `all`; pyfuse3 (`fuse`) comes after them, below.
+  extras=$("$py" -c 'import re, tomllib
+all_ = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["all"]
+print(",".join(e for e in re.search(r"\[(.*)\]", all_[0]).group(1).split(",") if e != "fuse"))')
   # installed by uv (PyPI): 4 s where pip took 34 (docs/measurements.md, "Making the venv")
   mkdir -p "$wheels"
   if .venv/bin/pip install -q --disable-pip-version-check uv==0.13.9 \

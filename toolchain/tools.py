@@ -55,12 +55,12 @@ def which(binary: str) -> str | None:
     return shutil.which(binary, path=search_path())
 
 
-# The Go compiler's garbage collector: off, under a memory limit (the collector runs only as a
-# compile's heap nears GO_MEMLIMIT, which none of ours reached). The client-go client from an
-# empty build cache, two rounds alternated: 219.4 and 237.8 CPU s at GOGC=400, 182.8 and 203.2
-# off (15 to 17% less; peak 1.1 GB a compile against 0.9). GOGC=400 had already taken the
-# etcd-go client from 95.5 CPU s (GOGC=100) to 72.6. A fresh machine's test command is
-# CPU-bound, and Go compiling (consul, kube-apiserver, client-go) is a third of its CPU.
+# The Go compiler's garbage collector: off, under a memory limit (it collects only as a compile's
+# heap nears GO_MEMLIMIT). The client-go client from an empty build cache, two rounds
+# alternated: 219.4 and 237.8 CPU s at GOGC=400, 182.8 and 203.2 off (15 to 17% less; peak 1.1
+# GB a compile against 0.9). GOGC=400 had already taken the etcd-go client from 95.5 CPU s
+# (GOGC=100) to 72.6. A fresh machine's test command is CPU-bound, and Go compiling (consul,
+# kube-apiserver, client-go) is a third of its CPU.
 GO_GC = "off"
 GO_MEMLIMIT = "3GiB"
 # Go programs are built static, without cgo, as the release binaries of Consul, kube-apiserver
