@@ -102,11 +102,14 @@ def test_renew_extends_the_lease(redis_server: Server, kind: type[LockClient]) -
     admin = redis_server.admin()
     try:
         lock = name()
-        grant = a.acquire(lock, 300, 1.0)
+        # a first lease of 1.5 s, not 0.3: on a loaded machine (a CI run, stop 45) more than
+        # 300 ms passed between the grant and the renew, the lease ran out and the renew was
+        # rightly refused ("not-owner")
+        grant = a.acquire(lock, 1_500, 1.0)
         grant = a.renew(grant, 10_000)
         assert grant.lease_ms == 10_000
         assert admin.pttl(f"fc:lock:{lock}") > 5_000
-        time.sleep(0.4)  # past the first lease
+        time.sleep(1.6)  # past the first lease
         with pytest.raises(DefiniteFailure):
             b.acquire(lock, 300, 0.0)
         a.release(grant)
