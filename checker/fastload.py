@@ -36,6 +36,9 @@ bytes less an op, 44 MB less on the benchmark history, 12% fewer pages to fault 
 
 from __future__ import annotations
 
+import hashlib
+import logging
+from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
 from sys import intern
@@ -55,6 +58,8 @@ from fencecheck.checker.reader import (
     value_problem,
 )
 from fencecheck.records.history import DECODER, Line
+
+log = logging.getLogger(__name__)
 
 # Bytes read at a time: under glibc's mmap threshold (128 KiB), so a block reuses the memory of
 # the one before. A 1 MiB block was mapped and unmapped each time: 10,400 of the load's 74,700
@@ -86,6 +91,39 @@ def _line_keys(raw: bytes, d: Line) -> int:
     return raw.count(b":") - 6 - (len(v) if v is not None else 0)
 
 
+_NULL_END = b'"value":null}\n'  # how the writer ends a line whose value is null
+
+
+def _native() -> Callable[..., tuple[int, int, int, int]] | None:
+    """The pairing loop compiled from _fastpair.c (setup.py builds it where a C compiler is at
+    hand), or None: the Python loop below, which reads the same. A build made from another
+    version of the source beside it is not used (an edited checkout not yet rebuilt)."""
+    try:
+        from fencecheck.checker import _fastpair  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    source = Path(__file__).with_name("_fastpair.c")
+    if source.exists() and (hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+                            != _fastpair.SOURCE_DIGEST):
+        log.debug("checker: %s was built from another _fastpair.c; the Python loop reads",
+                  _fastpair.__file__)
+        return None
+    try:
+        _fastpair.configure(Line, Op, DECODER.decode, msgspec.DecodeError, _Irregular, NEMESIS,
+                            intern("read"), intern("write"), KEY_NAME, LOCK_NAME, TOKEN_NAME,
+                            USUAL, _line_keys, _checked, _NULL_END)
+    except (TypeError, AttributeError) as e:  # Line or Op not as it was, or msgspec's layout
+        log.debug("checker: %s not used: %s", _fastpair.__file__, e)
+        return None
+    pair_chunk: Callable[..., tuple[int, int, int, int]] = _fastpair.pair_chunk
+    return pair_chunk
+
+
+# _fastpair.pair_chunk, or None where it is not built: every history reads the same either way
+# (tests/unit/checker/test_fastload.py runs each of its tests with both)
+NATIVE = _native()
+
+
 def _pair(path: Path) -> list[Op]:
     # Each op has a slot in `ops`, in invoke order, taken at its invoke: it holds the invoke's
     # Line until the completion replaces it with the Op. `last` maps a process to the slot of its
@@ -102,13 +140,15 @@ def _pair(path: Path) -> list[Op]:
     nemesis = NEMESIS
     # msgspec's own key strings: a lookup stops at the identity test (reader.decoded_keys)
     key_, lock_, token_ = KEY_NAME, LOCK_NAME, TOKEN_NAME
-    share = dict[str, str]().setdefault  # the one string of each key and lock name
+    share_names: dict[str, str] = {}  # the one string of each key and lock name
+    share = share_names.setdefault
     decode = DECODER.decode
     n = 0
     shown = 0  # keys the decoded lines show beyond six a line (see `_unique_keys`)
     colons = 0
-    null_end = b'"value":null}\n'
+    null_end = _NULL_END
     size = len
+    native = NATIVE
     with open(path, "rb") as fh:
         read = fh.read
         readline = fh.readline
@@ -121,6 +161,13 @@ def _pair(path: Path) -> list[Op]:
                     chunk.decode("utf-8")  # msgspec skips unknown field names unchecked
                 except UnicodeDecodeError:
                     raise _Irregular from None
+            if native is not None:  # the same loop in C
+                n, shown, start, stop = native(chunk, last, ops, share_names, n, shown)
+                if start < 0:
+                    continue
+                if chunk[start:stop].strip() or chunk[stop:].strip() or fh.read().strip():
+                    raise _Irregular  # not JSON, or a blank line before the end
+                break
             lines = BytesIO(chunk)
             for raw in lines:
                 try:

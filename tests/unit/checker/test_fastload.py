@@ -1,6 +1,7 @@
 """The fast path of the history reader (checker/fastload.py) reads exactly what the exact,
 line-at-a-time reader reads, and hands anything out of the ordinary to it, so that messages and
-verdicts are the exact reader's."""
+verdicts are the exact reader's. Every test here runs twice: with the pairing loop compiled from
+checker/_fastpair.c and with fastload's Python loop, its reference."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.gen_history import SimConfig, simulate
+from fencecheck.checker import fastload
 from fencecheck.checker.base import HistoryError, Op
 from fencecheck.checker.fastload import fast_ops
 from fencecheck.checker.history import load_ops
@@ -24,6 +26,17 @@ DATA = REPO / "tests" / "data" / "histories"
 CORPUS = Path("/work/shared/corpus")
 SHIPPED = sorted(DATA.glob("*.jsonl")) + (sorted(CORPUS.rglob("*.jsonl")) if CORPUS.is_dir()
                                           else [])
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which pairing loop fast_ops runs: _fastpair's (built by scripts/setup.sh, as on any
+    machine with a C compiler), or the Python one it stands in for."""
+    if request.param == "python":
+        monkeypatch.setattr(fastload, "NATIVE", None)
+    else:
+        assert fastload.NATIVE is not None, "checker/_fastpair.c is not built (setup.py)"
+    return str(request.param)
 
 
 def exact_ops(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Op]:
@@ -81,6 +94,10 @@ GOOD = [
     '{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","value":{"lock":"l"}}',
     '{"index":1,"time":2,"process":0,"type":"ok","f":"acquire","value":{"token":1}}',
 ]
+RELEASE = '{"index":2,"time":3,"process":0,"type":"invoke","f":"release","value":{"lock":"l"}}'
+WRITE = ('{"index":0,"time":1,"process":0,"type":"invoke","f":"write",'
+         '"value":{"key":"k","lock":"l","token":1,"value":1}}\n'
+         '{"index":1,"time":2,"process":0,"type":"ok","f":"write","value":null}\n')
 
 
 @pytest.mark.parametrize("text, where", [
@@ -90,6 +107,18 @@ GOOD = [
     ("\n".join(GOOD).replace('"l"', '"\\u00e9\xff"') + "\n", ":1: not UTF-8"),
     ("\n".join(GOOD).replace('"time":2', '"time":0') + "\n", ":2: time: goes backwards"),
     ("\n".join(GOOD).replace('"token":1', '"token":1.5') + "\n", ":1: value.token"),
+    # each rule of the pairing loop (both loops hand these to the exact reader)
+    (GOOD[0] + "\n" + GOOD[0].replace(":0,", ":1,", 1) + "\n", ":2: process 0 invokes acquire"),
+    ("\n".join([*GOOD, RELEASE.replace('"time":3', '"time":1')]) + "\n", ":3: time: goes back"),
+    ("\n".join([GOOD[0], GOOD[1].replace('"ok"', '"info"'), RELEASE]) + "\n", ":3: .* retired it"),
+    (GOOD[1].replace('"index":1', '"index":0') + "\n", ":1: ok completion of acquire .* without"),
+    ("\n".join(GOOD).replace('"ok","f":"acquire"', '"ok","f":"release"') + "\n",
+     ':2: ok completion has f "release"'),
+    ("\n".join(GOOD).replace('"index":1', '"index":2') + "\n", ":2: index: 2 out of sequence"),
+    ("\n".join(GOOD).replace('"token":1', '"token":1,"token":2') + "\n", ':2: key "token" appe'),
+    (WRITE.replace('"key":"k"', '"key":5'), ":1: value.key: must be a string"),
+    (WRITE.replace('"lock":"l"', '"lock":3'), ":1: value.lock: must be a string or null"),
+    (WRITE.replace('"token":1', '"token":"1"'), ":1: value.token: must be an integer or null"),
 ])
 def test_irregular_input_gets_the_exact_readers_message(tmp_path: Path, text: str,
                                                         where: str) -> None:
