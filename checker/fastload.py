@@ -36,7 +36,6 @@ bytes less an op, 44 MB less on the benchmark history, 12% fewer pages to fault 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable
 from io import BytesIO
@@ -47,6 +46,7 @@ from typing import Any
 import msgspec
 
 from fencecheck.checker.base import NEMESIS, Op
+from fencecheck.checker.native import compiled
 from fencecheck.checker.reader import (
     _INT_OR_NULL,
     _STR_OR_NULL,
@@ -95,31 +95,23 @@ _NULL_END = b'"value":null}\n'  # how the writer ends a line whose value is null
 
 
 def _native() -> Callable[..., tuple[int, int, int, int]] | None:
-    """The pairing loop compiled from _fastpair.c (setup.py builds it where a C compiler is at
-    hand), or None: the Python loop below, which reads the same. A build made from another
-    version of the source beside it is not used (an edited checkout not yet rebuilt)."""
-    try:
-        from fencecheck.checker import _fastpair  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    source = Path(__file__).with_name("_fastpair.c")
-    if source.exists() and (hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-                            != _fastpair.SOURCE_DIGEST):
-        log.debug("checker: %s was built from another _fastpair.c; the Python loop reads",
-                  _fastpair.__file__)
+    """The pairing loop compiled from _pairing.c (checker.native), or None: the Python loop
+    below, which reads the same."""
+    module = compiled("_pairing")
+    if module is None:
         return None
     try:
-        _fastpair.configure(Line, Op, DECODER.decode, msgspec.DecodeError, _Irregular, NEMESIS,
-                            intern("read"), intern("write"), KEY_NAME, LOCK_NAME, TOKEN_NAME,
-                            USUAL, _line_keys, _checked, _NULL_END)
+        module.configure(Line, Op, DECODER.decode, msgspec.DecodeError, _Irregular, NEMESIS,
+                         intern("read"), intern("write"), KEY_NAME, LOCK_NAME, TOKEN_NAME,
+                         USUAL, _line_keys, _checked, _NULL_END)
     except (TypeError, AttributeError) as e:  # Line or Op not as it was, or msgspec's layout
-        log.debug("checker: %s not used: %s", _fastpair.__file__, e)
+        log.debug("checker: %s not used: %s", module.__file__, e)
         return None
-    pair_chunk: Callable[..., tuple[int, int, int, int]] = _fastpair.pair_chunk
+    pair_chunk: Callable[..., tuple[int, int, int, int]] = module.pair_chunk
     return pair_chunk
 
 
-# _fastpair.pair_chunk, or None where it is not built: every history reads the same either way
+# _pairing.pair_chunk, or None where it is not built: every history reads the same either way
 # (tests/unit/checker/test_fastload.py runs each of its tests with both)
 NATIVE = _native()
 

@@ -41,6 +41,7 @@ from fencecheck.checker.findings import seconds as seconds
 from fencecheck.checker.findings import tok as tok
 from fencecheck.checker.findings import who as who
 from fencecheck.checker.reader import HOT_KEYS
+from fencecheck.checker.rwpass import PassState, job_key, rw_pass
 from fencecheck.checker.tally import OpTally, WriteColumns
 
 NS_PER_MS = 1_000_000
@@ -158,10 +159,6 @@ class LeaseMath:
         return out
 
 
-def _job_key(key: Any) -> bool:
-    return type(key) is str and key.startswith("job:") and key[4:].isdigit()
-
-
 def retired_processes(ops: Sequence[Op]) -> set[Process]:
     """Processes whose last op was `info` (or never completed): the worker went on under a new
     id. `ops` in invoke order, so a process's last op is its last in the list."""
@@ -173,13 +170,12 @@ def retired_processes(ops: Sequence[Op]) -> set[Process]:
 def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     """One pass over ops in invoke order (each process's ops are sequential in it).
 
-    Reads and writes are most ops: their branches come first and do the least (a counter of
-    their own instead of `per_f`'s lookups, the columns' appends bound once per key), and a
-    grant that no late renewal split is closed without building its list of stretches: 18% of
-    this pass's instructions on the benchmark history (docs/checker-speed.md)."""
+    Reads, writes and the nemesis' ops, most ops, are checker.rwpass' (in C where it is built);
+    every other op, the lock operations, is `lock_op`'s below, called from that pass in order. A
+    grant that no late renewal split is closed without building its list of stretches."""
     lease = LeaseMath(max_drift)
     # msgspec's own key strings: a lookup stops at the identity test (reader.decoded_keys)
-    key_, lock_, token_, lease_ms_, attempt_ns_, job_ = HOT_KEYS
+    _, lock_, token_, lease_ms_, attempt_ns_, _ = HOT_KEYS
     lease_cache = lease.cache
     retired: set[Process] | None = None  # found on first need: releases across processes are rare
     done: list[Grant | None] = []
@@ -187,25 +183,11 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
     # open grants by (lock, token): a release with the token may end them (if their process
     # is retired)
     open_token: dict[tuple[Any, int], list[_Open]] = {}
-    last_pl: dict[tuple[Process, Any], int] = {}
-    write_grant: dict[int, int] = {}
-    writes: dict[str, list[Op]] = {}
-    columns: dict[str, WriteColumns] = {}
-    # per key, the appends of its writes' list and columns (op, invoke, ok, token, grant)
-    appends: dict[str, tuple[Any, Any, Any, Any, Any]] = {}
+    st = PassState()
+    per_f, last_pl = st.per_f, st.last_pl
     granted_before_invoke = False
-    nemesis_ops: list[Op] = []
-    per_f: dict[str, int] = {}  # client ops by f, and those of them not ok by (f, type)
-    not_ok: dict[tuple[str, str], int] = {}
-    processes: set[Process] = set()
-    unfinished: list[Op] = []
-    granted_writes: list[Op] = []
-    granted_times: list[int] = []  # their invoke times and grants, for the statistics
-    granted_gids: list[int] = []
-    last_end = rejected = reads = n_writes = 0
-    last_reads: dict[str, Op] = {}
     steps: list[Op] = []
-    no_lock = jobs = acquire_ops = leased = 0
+    no_lock = acquire_ops = leased = 0
 
     def close(g: _Open, at: int | float, by: str) -> None:
         if at < g.held_until:
@@ -230,78 +212,9 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 elif g in same:
                     same.remove(g)
 
-    for op in ops:
-        f = op.f
-        t = op.type
-        p = op.process
-        end = op.end_time
-        if end is None:
-            unfinished.append(op)
-        elif end > last_end:
-            last_end = end
-        if p == NEMESIS:
-            nemesis_ops.append(op)
-            continue
-        # tallied here, where the op is in cache, for checker.analyze.stats
-        processes.add(p)
-        if t != "ok":
-            k = (f, t)
-            not_ok[k] = not_ok.get(k, 0) + 1
-        if f == "read":
-            if not reads:
-                per_f[f] = 0  # its place in the order of first appearance; counted below
-            reads += 1
-            if t == "ok":
-                v = op.value
-                rkey = None if v is None else v.get(key_)
-                if type(rkey) is str:
-                    last_reads[rkey] = op
-            continue
-        v = op.value
-        if f == "write":
-            if not n_writes:
-                per_f[f] = 0
-            n_writes += 1
-            if t != "ok":
-                if t == "fail" and op.error == "stale-token":
-                    rejected += 1
-                # a cron job's execution: its value's "job", or a key job:<n> (checker.jobs);
-                # the keys of ok writes without "job" are looked at once each, after the loop
-                if v is not None:
-                    if job_ in v:
-                        jobs += type(v[job_]) is int or _job_key(v.get(key_))
-                    elif _job_key(v.get(key_)):
-                        jobs += 1
-                continue
-            if v is None:
-                continue
-            rkey = v.get(key_)
-            wlock = v.get(lock_)
-            gid = last_pl.get((p, wlock)) if type(wlock) is str else None
-            if gid is not None:
-                write_grant[op.index] = gid
-                granted_writes.append(op)
-                granted_times.append(op.time)
-                granted_gids.append(gid)
-            # A cron job's execution (it carries "job") is judged by the jobs check, which
-            # knows whether duplicates are harmless or deduplicated, not as a counter write.
-            if job_ in v:
-                jobs += type(v[job_]) is int or _job_key(rkey)
-            elif type(rkey) is str:
-                try:
-                    app = appends[rkey]  # a subscript, not a call to get: found but once a key
-                except KeyError:
-                    kw = writes[rkey] = []
-                    cols = columns[rkey] = WriteColumns()
-                    app = appends[rkey] = (kw.append, cols.inv.append, cols.ok.append,
-                                           cols.tokens.append, cols.gids.append)
-                add_op, add_inv, add_ok, add_token, add_gid = app
-                add_op(op)
-                add_inv(op.time)
-                add_ok(end)  # type: ignore[arg-type]  # ok: completed
-                add_token(v.get(token_))
-                add_gid(gid)
-            continue
+    def lock_op(op: Op) -> None:
+        nonlocal retired, granted_before_invoke, no_lock, acquire_ops, leased
+        f, t, p, end, v = op.f, op.type, op.process, op.end_time, op.value
         per_f[f] = per_f.get(f, 0) + 1
         if ((f == "renew" or f == "release") and (
                 (t == "fail" and f == "renew") or (t == "ok" and v is not None and (
@@ -309,7 +222,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 v is not None and "evidence" in v):
             steps.append(op)  # what checker.careless and .steps index: refused renews, evidence
         if v is None:
-            continue
+            return
         if f == "acquire" or f == "release":
             if f == "acquire":
                 acquire_ops += 1
@@ -318,7 +231,7 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             lock = v.get(lock_)
             if type(lock) is not str:
                 no_lock += f == "acquire"
-                continue
+                return
             key = (p, lock)
             cur = open_pl.pop(key, None)
             if cur is not None:
@@ -364,14 +277,14 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
             rlock = v.get(lock_)
             cur = open_pl.get((p, rlock)) if type(rlock) is str else None
             if cur is None:
-                continue
+                return
             lease_ms = v.get(lease_ms_)
             try:
                 ns = lease_cache[lease_ms]
             except (KeyError, TypeError):
                 ns = lease.ns(lease_ms)
             if ns is None:
-                continue  # a renewal of unknown length proves nothing about the end
+                return  # a renewal of unknown length proves nothing about the end
             assert end is not None
             begin = op.time
             new_end = begin + ns[0]
@@ -385,15 +298,19 @@ def build_grants(ops: Sequence[Op], *, max_drift: float = 0.01) -> GrantTable:
                 cur.seg_start = end
                 cur.held_until = new_end
             cur.expired_at = max(cur.expired_at, end + ns[1])
+
+    last_end, reads, n_writes, rejected, jobs = rw_pass(ops, lock_op, st)
+    writes = st.writes
     if reads:
         per_f["read"] = reads
     if n_writes:
         per_f["write"] = n_writes
     for g in list(open_pl.values()):
         close(g, INF, "nothing")
-    jobs += sum(len(ws) for k, ws in writes.items() if _job_key(k))
+    jobs += sum(len(ws) for k, ws in writes.items() if job_key(k))
     grants = [g for g in done if g is not None]
-    return GrantTable(grants, write_grant, max_drift, writes, last_reads, no_lock, jobs,
-                      acquire_ops, leased, steps, columns, granted_before_invoke,
-                      nemesis_ops, OpTally(per_f, not_ok, processes, unfinished, granted_writes,
-                                           last_end, rejected, granted_times, granted_gids))
+    return GrantTable(grants, st.write_grant, max_drift, writes, st.last_reads, no_lock, jobs,
+                      acquire_ops, leased, steps, st.columns, granted_before_invoke,
+                      st.nemesis_ops, OpTally(per_f, st.not_ok, st.processes, st.unfinished,
+                                             st.granted_writes, last_end, rejected,
+                                             st.granted_times, st.granted_gids))

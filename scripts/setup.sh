@@ -73,6 +73,14 @@ print(",".join(e for e in re.search(r"\[(.*)\]", all_[0]).group(1).split(",") if
   fi
   echo "$mode" >"$stamp"
 fi
+# The checker's loops in C (setup.py; checker/native.py): built with the venv, and again here
+# when their sources changed since (a checkout edited or pulled), so that the checker never
+# falls back to its slower Python loops unnoticed. Optional: without a compiler they read the same.
+if ! .venv/bin/python -c "import sys; from fencecheck.checker import native
+sys.exit(not all(native.compiled(m) for m in ('_pairing', '_rwpass')))" 2>/dev/null; then
+  .venv/bin/python setup.py -q build_ext --inplace >/dev/null \
+    || echo "setup.sh: the checker's C loops did not build; its Python loops will read" >&2
+fi
 # pyfuse3 (the `fuse` extra: the lose-unsynced file system) is C, about 25 s of gcc on one core
 # when no wheel is at hand: on a new machine the one thing setup does for that long. So it comes
 # last, and FC_SETUP_FUSE=later leaves it out: scripts/test.sh starts its builds on the venv

@@ -1,7 +1,7 @@
 """The fast path of the history reader (checker/fastload.py) reads exactly what the exact,
 line-at-a-time reader reads, and hands anything out of the ordinary to it, so that messages and
 verdicts are the exact reader's. Every test here runs twice: with the pairing loop compiled from
-checker/_fastpair.c and with fastload's Python loop, its reference."""
+checker/_pairing.c and with fastload's Python loop, its reference."""
 
 from __future__ import annotations
 
@@ -30,12 +30,12 @@ SHIPPED = sorted(DATA.glob("*.jsonl")) + (sorted(CORPUS.rglob("*.jsonl")) if COR
 
 @pytest.fixture(autouse=True, params=["c", "python"])
 def loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Which pairing loop fast_ops runs: _fastpair's (built by scripts/setup.sh, as on any
+    """Which pairing loop fast_ops runs: _pairing's (built by scripts/setup.sh, as on any
     machine with a C compiler), or the Python one it stands in for."""
     if request.param == "python":
         monkeypatch.setattr(fastload, "NATIVE", None)
     else:
-        assert fastload.NATIVE is not None, "checker/_fastpair.c is not built (setup.py)"
+        assert fastload.NATIVE is not None, "checker/_pairing.c is not built (setup.py)"
     return str(request.param)
 
 

@@ -30,6 +30,9 @@ LONG_FUNCTIONS: dict[tuple[str, str], str] = {
     ("checker/fastload.py", "_pair"): "hot loop: pairs every event of the fast load path",
     # one pass over all ops keeping every lock's grant state (leases, renewals, releases)
     ("checker/grants.py", "build_grants"): "hot loop: the grant state machine over every op",
+    ("checker/grants.py", "build_grants.lock_op"): "hot loop: the grant state machine's step",
+    # the reference of checker/_rwpass.c: reads, writes and the nemesis' ops of that pass
+    ("checker/rwpass.py", "_rw_pass"): "hot loop: tallies every op, keeps reads and writes",
     # read, validate and pair in one pass: the checker's default load path
     ("checker/history.py", "load_ops"): "hot loop: reads, validates and pairs every line",
     # the linearizability search (Porcupine's algorithm): backtracking with a cache of states

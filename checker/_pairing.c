@@ -9,22 +9,15 @@
  * would not judge is handed back the same way (fastload._Irregular), so the exact reader still
  * names it.
  *
- * configure(...) is called at fastload's import (again only to replace what it holds), with the types and constants the loop
- * uses; pair_chunk(chunk, last, ops, share, n, shown) pairs one block's lines and returns
+ * configure(...) is called at fastload's import (again only to replace what it holds) with
+ * the types and constants the loop uses; pair_chunk(chunk, last, ops, share, n, shown) pairs one block's lines and returns
  * (n, shown, start, stop): start and stop are -1, or the bounds of a line msgspec would not
  * decode (fastload then decides whether it is the blank end of the file).
  *
  * The fields of a decoded Line and of an Op are read at their slots' offsets, found from the
  * types' member descriptors at configure: msgspec keeps each field in an object slot. */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
-#include <string.h>
-
-#ifndef SOURCE_DIGEST
-#define SOURCE_DIGEST "unknown"
-#endif
+#include "_loops.h"
 
 static PyTypeObject *line_type, *op_type;
 static PyObject *decode, *decode_error, *irregular, *nemesis, *f_read, *f_write;
@@ -39,40 +32,11 @@ static int configured;
 static Py_ssize_t L_index, L_time, L_process, L_type, L_f, L_value, L_error;
 static Py_ssize_t O_type, O_end_time;
 
-#define FIELD(obj, off) (*(PyObject **)((char *)(obj) + (off)))
-
-static int
-slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *out)
-{
-    PyObject *d = PyObject_GetAttrString((PyObject *)type, name);
-    if (d == NULL)
-        return -1;
-    if (Py_TYPE(d) != &PyMemberDescr_Type
-            || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
-        PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", type->tp_name, name);
-        Py_DECREF(d);
-        return -1;
-    }
-    *out = ((PyMemberDescrObject *)d)->d_member->offset;
-    Py_DECREF(d);
-    return 0;
-}
-
 static int
 fail_irregular(void)
 {
     PyErr_SetNone(irregular);
     return -1;
-}
-
-static int
-str_eq(PyObject *a, PyObject *b)
-{
-    if (a == b)
-        return 1;
-    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b))
-        return 0;
-    return PyUnicode_GET_LENGTH(a) == PyUnicode_GET_LENGTH(b) && PyUnicode_Compare(a, b) == 0;
 }
 
 static int
@@ -301,7 +265,7 @@ pair_chunk(PyObject *self, PyObject *args)
     PyObject *chunk, *last, *ops, *share;
     long long n, shown;
     if (!configured) {
-        PyErr_SetString(PyExc_RuntimeError, "_fastpair.configure was not called");
+        PyErr_SetString(PyExc_RuntimeError, "_loops.configure was not called");
         return NULL;
     }
     if (!PyArg_ParseTuple(args, "O!O!O!O!LL", &PyBytes_Type, &chunk, &PyDict_Type, &last,
@@ -378,7 +342,6 @@ configure(PyObject *self, PyObject *args)
     configured = 1;
     Py_RETURN_NONE;
 }
-
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(line_type, op_type, decode, decode_error, irregular, nemesis, f_read, f_write, "
@@ -389,17 +352,12 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_fastpair",
-    "fastload's pairing loop in C (checker/_fastpair.c).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_pairing",
+    "checker/fastload.py's pairing loop in C (checker/_pairing.c).", -1, methods,
 };
 
 PyMODINIT_FUNC
-PyInit__fastpair(void)
+PyInit__pairing(void)
 {
-    PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_DIGEST", SOURCE_DIGEST) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return module_with_digest(&module);
 }
