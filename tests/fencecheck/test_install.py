@@ -44,7 +44,7 @@ from tests.conftest import REPO
 PKG = Path(build.__file__).resolve().parents[2]  # the folder fencecheck/ links into
 # What the sdist is built from: the project metadata and the packages (fencecheck/ links to the
 # top-level folders; copied as links into a clean folder, so no build/ of the checkout leaks in).
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "fencecheck",
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "fencecheck",
            *sorted(p.name for p in (REPO / "fencecheck").iterdir() if p.is_symlink()))
 # The file each recipe kind cannot build without, beside its sources.
 MANIFESTS = {"go build": ["go.mod", "go.sum"], "mvn": ["pom.xml"], "npm": ["package.json"]}
@@ -78,7 +78,7 @@ def _build(tmp: Path) -> tuple[Path, Path]:
         path = REPO / name
         if path.is_dir() and not path.is_symlink():
             shutil.copytree(path, src / name, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.so"))
         else:
             shutil.copy(path, src / name, follow_symlinks=False)
     # sdist first, then the wheel from the unpacked sdist (`build`'s default): a file missing
@@ -188,9 +188,26 @@ def test_the_installed_package_lists_every_client_source_and_manifest(install: I
 def test_the_sdist_carries_the_package_and_its_metadata(install: Install) -> None:
     with tarfile.open(install.sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    for f in ("pyproject.toml", "README.md", "LICENSE", "PKG-INFO",
+    for f in ("pyproject.toml", "setup.py", "README.md", "LICENSE", "PKG-INFO",
+              "checker/_pairing.c", "checker/_rwpass.c", "checker/_loops.h",
               "fencecheck/examples/histories/etcd-fenced.jsonl", *_needed_files()):
         assert f in names, f
+
+
+def test_the_install_reads_histories_with_the_compiled_loops(install: Install) -> None:
+    """setup.py's optional extensions, the checker's two loops in C, are built from the sdist (as
+    a package index's builders do, where a C compiler is at hand) and used: their digest matches
+    the sources the wheel carries beside them (checker/native.py)."""
+    with zipfile.ZipFile(install.wheel) as whl:
+        names = set(whl.namelist())
+    for name in ("_pairing", "_rwpass"):
+        assert any(n.startswith(f"fencecheck/checker/{name}.") and n.endswith(".so")
+                   for n in names), name
+        assert f"fencecheck/checker/{name}.c" in names
+    r = install.run(install.python, "-c", "from fencecheck.checker import fastload, native, "
+                    "rwpass; print(all(native.compiled(m) for m in ('_pairing', '_rwpass')), "
+                    "fastload.NATIVE is not None, rwpass.NATIVE is not None)")
+    assert r.stdout.split() == ["True", "True", "True"], r.stdout + r.stderr
 
 
 def test_the_metadata_says_license_urls_classifiers_and_extras(install: Install) -> None:
