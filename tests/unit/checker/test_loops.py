@@ -188,3 +188,14 @@ def test_ops_of_another_type_take_the_python_pass(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(rwpass, "_rw_pass", lambda *a: calls.append(1) or real(*a))
     table = build_grants(ops)
     assert calls == [1] and table.last_reads == {"k": ops[0]}
+
+
+def test_an_error_in_a_lock_operation_ends_both_passes_alike(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """lock_op raises from inside the compiled pass (a lease that is not a number): the error
+    comes out of build_grants as it does from the Python pass."""
+    ops = [Op(0, "read", "ok", 0, 1, 1, 2, {"key": "k"}),
+           Op(1, "acquire", "ok", 2, 3, 3, 4, {"lock": "l", "lease_ms": "soon"}),
+           Op(0, "write", "ok", 4, 5, 5, 6, {"key": "k", "lock": "l", "value": 1})]
+    compiled, python = _both(ops, monkeypatch)
+    assert compiled is python is ValueError
