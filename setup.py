@@ -7,21 +7,25 @@ results. Each build carries the digest of its sources, so that an edited .c is n
 stood in for by an older build (checker/native.py uses a build only while they match).
 """
 
-import hashlib
+import importlib.util
 from pathlib import Path
 
 from setuptools import Extension, setup
 
-HERE = Path(__file__).parent / "checker"
+# checker/native.py computes the digest it checks a build against (standard library only, so
+# loaded here by its path, without the package it belongs to)
+# (fencecheck/checker links to checker/ in a checkout; an sdist holds the package itself)
+_spec = importlib.util.spec_from_file_location(
+    "native", Path(__file__).parent / "fencecheck" / "checker" / "native.py")
+assert _spec is not None and _spec.loader is not None
+native = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(native)
 
 
 def extension(name: str) -> Extension:
-    h = hashlib.sha256()
-    for source in (f"{name}.c", "_loops.h"):  # as checker/native.py's source_digest
-        h.update((HERE / source).read_bytes())
     return Extension(f"fencecheck.checker.{name}", [f"checker/{name}.c"], optional=True,
                      depends=["checker/_loops.h"],
-                     define_macros=[("SOURCE_DIGEST", f'"{h.hexdigest()[:16]}"')],
+                     define_macros=[("SOURCE_DIGEST", f'"{native.source_digest(name)}"')],
                      extra_compile_args=["-O2", "-Wall"])
 
 

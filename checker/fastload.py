@@ -36,7 +36,6 @@ bytes less an op, 44 MB less on the benchmark history, 12% fewer pages to fault 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
@@ -58,8 +57,6 @@ from fencecheck.checker.reader import (
     value_problem,
 )
 from fencecheck.records.history import DECODER, Line
-
-log = logging.getLogger(__name__)
 
 # Bytes read at a time: under glibc's mmap threshold (128 KiB), so a block reuses the memory of
 # the one before. A 1 MiB block was mapped and unmapped each time: 10,400 of the load's 74,700
@@ -97,15 +94,10 @@ _NULL_END = b'"value":null}\n'  # how the writer ends a line whose value is null
 def _native() -> Callable[..., tuple[int, int, int, int]] | None:
     """The pairing loop compiled from _pairing.c (checker.native), or None: the Python loop
     below, which reads the same."""
-    module = compiled("_pairing")
+    module = compiled("_pairing", Line, Op, DECODER.decode, msgspec.DecodeError, _Irregular,
+                      NEMESIS, intern("read"), intern("write"), KEY_NAME, LOCK_NAME, TOKEN_NAME,
+                      USUAL, _line_keys, _checked, _NULL_END)
     if module is None:
-        return None
-    try:
-        module.configure(Line, Op, DECODER.decode, msgspec.DecodeError, _Irregular, NEMESIS,
-                         intern("read"), intern("write"), KEY_NAME, LOCK_NAME, TOKEN_NAME,
-                         USUAL, _line_keys, _checked, _NULL_END)
-    except (TypeError, AttributeError) as e:  # Line or Op not as it was, or msgspec's layout
-        log.debug("checker: %s not used: %s", module.__file__, e)
         return None
     pair_chunk: Callable[..., tuple[int, int, int, int]] = module.pair_chunk
     return pair_chunk

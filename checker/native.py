@@ -16,6 +16,7 @@ import importlib
 import logging
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +31,11 @@ def source_digest(name: str) -> str:
     return h.hexdigest()[:16]
 
 
-def compiled(name: str) -> ModuleType | None:
+def compiled(name: str, *config: Any) -> ModuleType | None:
     """fencecheck.checker.<name> (`_pairing` or `_rwpass`) if it is built from the sources
-    beside it (or no sources are beside it, as in an installed wheel), else None."""
+    beside it (or no sources are beside it, as in an installed wheel), else None; given
+    `config`, configured with it (`module.configure(*config)`), and None if it refuses them
+    (a type whose fields are not object slots: msgspec's layout, or Line or Op, changed)."""
     try:
         module = importlib.import_module(f"fencecheck.checker.{name}")
     except ImportError:
@@ -41,4 +44,10 @@ def compiled(name: str) -> ModuleType | None:
         log.debug("checker: %s was built from other sources; its Python loop reads instead",
                   module.__file__)
         return None
+    if config:
+        try:
+            module.configure(*config)
+        except (TypeError, AttributeError) as e:
+            log.debug("checker: %s not used: %s", module.__file__, e)
+            return None
     return module

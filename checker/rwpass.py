@@ -136,12 +136,8 @@ def _rw_pass(ops: Sequence[Op], lock_op: Callable[[Op], None],
 
 def _native() -> Callable[[Sequence[Op], Callable[[Op], None], PassState],
                           tuple[int, int, int, int, int]] | None:
-    module = compiled("_rwpass")
+    module = compiled("_rwpass", Op, NEMESIS, *HOT_KEYS[:3], HOT_KEYS[5], job_key, WriteColumns)
     if module is None:
-        return None
-    try:
-        module.configure(Op, NEMESIS, *HOT_KEYS[:3], HOT_KEYS[5], job_key, WriteColumns)
-    except (TypeError, AttributeError):  # Op not as it was, or msgspec's layout
         return None
     pass_: Callable[[Sequence[Op], Callable[[Op], None], PassState],
                     tuple[int, int, int, int, int]] = module.rw_pass
