@@ -2,7 +2,7 @@
 
 A must-pass run judges a library only if it did enough work to judge, and, when no fault was
 injected, only if every holder was granted and worked within its lease. On the parallel suite's
-2-core machine (load average 3-45) neither is given: a client program may answer its first
+2-core machine (load average up to 45) neither is given: a client program may answer its first
 acquire after the run's time limit (UNKNOWN: no acquire completed), a JVM's first statement may
 run seconds after the library set the lease, and a holder may be starved past its lease: the
 process pause a `pause` fault makes, so a library's unsafety under a pause shows in a run
