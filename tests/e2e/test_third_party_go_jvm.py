@@ -155,10 +155,10 @@ PAUSE_20 = ("--nemesis", "pause", "--time-limit", "20")
 # a loaded machine's stalls of a JVM (the parallel suite, load 20 on 2 cores) outlasted the
 # lease once: a real double grant, of a starved holder, not of ShedLock. Stalls of 2 s and more
 # still came at load average 10-12 (a JDBC twin's double grant, stop 46); and with only three
-# tests at a time a JDBC runner's first statement ran 2.5 s after ShedLock set its lock_until
-# from the runner's clock (an expired lock granted, then the owner-blind unlock: 11 double
-# grants, stop 47). Such a run is run again alone (`must_pass`, tests/e2e/twins.py: a holder
-# granted or working past its lease).
+# tests at a time a JDBC runner's acquire completed 2.5 s after its attempt began, its
+# lock_until (from the runner's clock) already past within 0.3 s: an expired lock granted, then
+# the owner-blind unlock (11 double grants, stop 47). Such a run is run again alone
+# (`must_pass`, tests/e2e/twins.py: a holder granted or working past its lease).
 NONE_20 = ("--nemesis", "none", "--time-limit", "20", "--seed", "1",  # beside PAUSE_20: no cost
            "--think-ms", "20")
 

@@ -3,8 +3,8 @@
 A must-pass run judges a library only if it did enough work to judge, and, when no fault was
 injected, only if every holder was granted and worked within its lease. On the parallel suite's
 2-core machine (load average up to 45) neither is given: a client program may answer its first
-acquire after the run's time limit (UNKNOWN: no acquire completed), a JVM's first statement may
-run seconds after the library set the lease, and a holder may be starved past its lease: the
+acquire after the run's time limit (UNKNOWN: no acquire completed), an acquire may complete
+seconds after the library set the lease, and a holder may be starved past its lease: the
 process pause a `pause` fault makes, so a library's unsafety under a pause shows in a run
 without faults (a real double grant, of a starved holder; the claim "none without faults" is
 about holders granted and done within their lease).
@@ -43,8 +43,8 @@ def past_lease(history: Path) -> list[str]:
     - granted late: an ok acquire whose attempt (the client's `attempt_ns`, else the invoke)
       began more than `lease_ms` before it completed, so the lease the library set at the
       attempt's start may have run out before the holder heard of it (ShedLock's JDBC provider
-      sets `lock_until` from the runner's clock before its statement runs: a first statement
-      2.5 s late on a JVM's start made a grant of an expired lock, stop 47);
+      sets `lock_until` from the runner's clock: an acquire done 2.5 s after its attempt began,
+      three JVMs starting at once, was a grant of a lock past within 0.3 s, stop 47);
     - held late: an op of the holder (its release included) invoked more than `lease_ms` after
       its acquire, or its last ok renew, completed (surely past the lease: it began before).
     A section cut short by the end of the run is neither."""
