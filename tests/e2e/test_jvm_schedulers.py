@@ -35,9 +35,10 @@ import pytest
 
 from fencecheck.checker.history import load_ops
 from fencecheck.workloads.clients.build import NotBuilt, command
-from tests.conftest import at_once, run_fencecheck
+from tests.conftest import run_fencecheck
 from tests.e2e import test_run_backends
 from tests.e2e.test_run_backends import DAMAGE, kinds
+from tests.e2e.test_third_party import together
 from tests.e2e.twins import Outcome, must_pass
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("no_leftovers")]
@@ -47,11 +48,6 @@ def run(store: Path, name: str, *args: str, undecided: bool = True) -> Outcome:
     """`fencecheck run`'s exit code and results, an UNKNOWN run (exit 2) included: its JVMs
     may not answer before the end on a loaded machine, and each caller says what that means."""
     return test_run_backends.run(store, name, *args, undecided=undecided)
-
-
-def together(store: Path, *runs: tuple[str, tuple[str, ...]]) -> list[Outcome]:
-    """`run` of every (name, args) at once, in order; all have ended when it returns."""
-    return at_once(*((lambda n=name, a=args: run(store, n, *a)) for name, args in runs))
 
 
 def found_in_seeds(store: Path, name: str, first: Outcome, args: tuple[str, ...],
@@ -148,7 +144,7 @@ def test_quartz_runs_a_firing_twice_under_a_pause_and_clock_skew_and_every_job_o
     pause, clock, none = together(
         tmp_path, ("quartz-pause-1", (*QUARTZ_PAUSE, "--seed", "1")),
         ("quartz-clock-1", (*QUARTZ_CLOCK, "--seed", "1")), ("quartz-none", QUARTZ_NONE))
-    name, (code, results) = must_pass(tmp_path, "quartz-none", none, QUARTZ_NONE, run,
+    name, (code, results) = must_pass(tmp_path, "quartz-none", none, QUARTZ_NONE,
                                       enough=ten_jobs, claim=lambda r: duplicates(r) == 0)
     assert code == 0, kinds(results) if code == 1 else "UNKNOWN twice: the JVMs did not answer"
     assert ten_jobs(results)
@@ -195,7 +191,7 @@ def test_spring_lock_registries_unfenced_with_pauses_past_the_ttl_are_caught_and
         tmp_path, (f"{client}-pause-1", (*args, *SPRING_PAUSE, "--seed", "1")),
         (f"{client}-none", (*args, *SPRING_NONE)))
     _, (code, results) = must_pass(tmp_path, f"{client}-none", none, (*args, *SPRING_NONE),
-                                   run, enough=over_ten_grants)
+                                   enough=over_ten_grants)
     assert code == 0, kinds(results) if code == 1 else "UNKNOWN twice: the JVMs did not answer"
     assert over_ten_grants(results)
     name = found_in_seeds(tmp_path, f"{client}-pause", pause, (*args, *SPRING_PAUSE),

@@ -74,7 +74,7 @@ def test_node_redlock_double_grants_under_a_majority_clock_jump_and_not_without_
     clock, none = together(
         tmp_path, ("node-redlock-1", (*NODE_REDLOCK_CLOCK, "--seed", "1")),
         ("node-redlock", NODE_REDLOCK_NONE))
-    _, (code, results) = must_pass(tmp_path, "node-redlock", none, NODE_REDLOCK_NONE, run,
+    _, (code, results) = must_pass(tmp_path, "node-redlock", none, NODE_REDLOCK_NONE,
                                    enough=acquired, again_s=30)
     assert code == 0, kinds(results)
     assert acquired(results)
@@ -110,7 +110,7 @@ def test_curator_unfenced_with_pauses_is_caught_and_fenced_survives_pauses_and_p
     pause, first = together(
         tmp_path, ("curator-pause-1", (*CURATOR_PAUSE, "--seed", "1", *NOTICES_WORK)),
         ("curator-fenced", fenced))
-    name, (code, results) = must_pass(tmp_path, "curator-fenced", first, fenced, run,
+    name, (code, results) = must_pass(tmp_path, "curator-fenced", first, fenced,
                                       enough=acquired)
     assert code == 0, kinds(results)
     assert results["checks"]["fencing"].get("skipped") is None  # czxid tokens were judged
@@ -146,7 +146,7 @@ def test_etcd_go_unfenced_with_pauses_is_caught_and_fenced_survives_pause_partit
     pause, first = together(
         tmp_path, ("etcd-go-pause-1", (*ETCD_GO_PAUSE, "--seed", "1")),
         ("etcd-go-fenced", fenced))
-    _, (code, results) = must_pass(tmp_path, "etcd-go-fenced", first, fenced, run,
+    _, (code, results) = must_pass(tmp_path, "etcd-go-fenced", first, fenced,
                                    enough=acquired)
     assert code == 0, kinds(results)
     assert "token-regression" not in kinds(results)

@@ -55,7 +55,7 @@ def test_go_redsync_double_grants_under_a_majority_clock_jump_and_not_without_fa
     clock, none = together(
         tmp_path, ("go-redsync-1", (*GO_REDSYNC_CLOCK, "--seed", "1")),
         ("go-redsync", GO_REDSYNC_NONE))
-    _, (code, results) = must_pass(tmp_path, "go-redsync", none, GO_REDSYNC_NONE, run,
+    _, (code, results) = must_pass(tmp_path, "go-redsync", none, GO_REDSYNC_NONE,
                                    enough=acquired, again_s=20)
     assert code == 0, kinds(results)
     assert acquired(results)
@@ -76,7 +76,7 @@ def test_etcd_go_election_unfenced_with_pauses_is_caught_and_fenced_by_term_surv
     unfenced, first = together(
         tmp_path, ("etcd-go-election-pause-1", (*ELECTION, "--fencing", "off", "--seed", "1")),
         ("etcd-go-election-fenced", fenced))
-    _, (code, results) = must_pass(tmp_path, "etcd-go-election-fenced", first, fenced, run,
+    _, (code, results) = must_pass(tmp_path, "etcd-go-election-fenced", first, fenced,
                                    enough=acquired)
     assert code == 0, kinds(results)
     assert results["stats"]["ops_by_f"]["acquire"]["ok"] > 1  # more than one term
@@ -100,7 +100,7 @@ def test_redisson_unfenced_with_pauses_is_caught_and_redisson_fenced_token_prote
     unfenced, first = together(
         tmp_path, ("redisson-pause-1", (*REDISSON_PAUSE, "--seed", "1")),
         ("redisson-fenced", fenced))
-    name, (code, results) = must_pass(tmp_path, "redisson-fenced", first, fenced, run,
+    name, (code, results) = must_pass(tmp_path, "redisson-fenced", first, fenced,
                                       enough=acquired)
     assert code == 0, kinds(results)
     assert results["checks"]["fencing"].get("skipped") is None  # the tokens were judged
@@ -138,7 +138,7 @@ def runs_every_job_once(store: Path, name: str, first: Outcome, args: tuple[str,
     """The twin without faults: valid, and no job twice (a job is due every 200 ms; the JVMs
     start slowly on a loaded machine, a few seconds of the run, and beside the parallel suite the
     three runners got through 21-24 jobs in 20 s, about 100 alone: at least 20, each once)."""
-    _, (code, results) = must_pass(store, name, first, args, run, enough=twenty_jobs,
+    _, (code, results) = must_pass(store, name, first, args, enough=twenty_jobs,
                                    claim=no_job_twice)
     assert code == 0, kinds(results)
     assert twenty_jobs(results) and no_job_twice(results)

@@ -23,9 +23,9 @@ from typing import Any
 
 from fencecheck.checker.base import Op, Process
 from fencecheck.checker.history import load_ops
+from tests.e2e import test_run_backends
 
 Outcome = tuple[int, dict[str, Any]]  # `fencecheck run`'s exit code and results.json
-RunFn = Callable[..., Outcome]
 
 
 def always(_results: dict[str, Any]) -> bool:
@@ -94,17 +94,18 @@ def undecided(run_dir: Path, outcome: Outcome, enough: Callable[[dict[str, Any]]
     return None
 
 
-def must_pass(store: Path, name: str, first: Outcome, args: tuple[str, ...], run: RunFn, *,
+def must_pass(store: Path, name: str, first: Outcome, args: tuple[str, ...], *,
               enough: Callable[[dict[str, Any]], bool] = always,
               claim: Callable[[dict[str, Any]], bool] = always,
               again_s: int = 60) -> tuple[str, Outcome]:
     """The name and outcome of the must-pass run the test judges: `first` (the run `name` of
     `args`), or, if it said nothing about the library (`undecided`), one more run of the same
-    arguments alone for `again_s` seconds (`run(store, name, *args, undecided=True)`; at load
+    arguments alone for `again_s` seconds (test_run_backends.run, UNKNOWN returned; at load
     average 40-50 a 30 s run's JVMs sent their first acquire 26 s in)."""
     why = undecided((store / name / "latest").resolve(), first, enough, claim)
     if why is None:
         return name, first
     print(f"{name}: {why}: running it again alone for {again_s} s")
     again = f"{name}-again"
-    return again, run(store, again, *args, "--time-limit", str(again_s), undecided=True)
+    return again, test_run_backends.run(store, again, *args, "--time-limit", str(again_s),
+                                        undecided=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e import test_run_backends
 from tests.e2e.twins import must_pass, past_lease, undecided
 
 S = 1_000_000_000  # ns
@@ -90,7 +91,8 @@ def test_too_little_work_or_a_failed_claim_past_the_lease_is_run_again(tmp_path:
     assert undecided(run_dir, out, lambda r: True, lambda r: False) is not None
 
 
-def test_must_pass_judges_the_run_again_alone_and_longer(tmp_path: Path) -> None:
+def test_must_pass_judges_the_run_again_alone_and_longer(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "store"
     _, out = outcome(store / "twin" / "latest", 2, "none", 1.0)
     calls: list[tuple[Any, ...]] = []
@@ -99,9 +101,10 @@ def test_must_pass_judges_the_run_again_alone_and_longer(tmp_path: Path) -> None
         calls.append((*args, kw))
         return 0, {"again": True}
 
-    name, again = must_pass(store, "twin", out, ("--nemesis", "none"), run, again_s=20)
+    monkeypatch.setattr(test_run_backends, "run", run)
+    name, again = must_pass(store, "twin", out, ("--nemesis", "none"), again_s=20)
     assert name == "twin-again" and again == (0, {"again": True})
     assert calls == [(store, "twin-again", "--nemesis", "none", "--time-limit", "20",
                       {"undecided": True})]
     _, passed = outcome(store / "twin" / "latest", 0, "none", 1.0)
-    assert must_pass(store, "twin", passed, (), run) == ("twin", passed) and len(calls) == 1
+    assert must_pass(store, "twin", passed, ()) == ("twin", passed) and len(calls) == 1
